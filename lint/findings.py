@@ -1,0 +1,59 @@
+"""Findings: what rules produce and reporters render."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+
+
+@dataclass
+class Location:
+    file: str  # relative to the checkpoint root: "config.json", "model-00001-of-00046.safetensors"
+    tensor: str | None = None
+    config_key: str | None = None
+
+
+@dataclass
+class Fixes:
+    patches: list[str] = field(default_factory=list)  # runtime patch ids (mtplint.patches)
+    artifact: list[str] = field(default_factory=list)  # artifact fix ids (mtplint fix)
+
+
+@dataclass
+class Finding:
+    code: str
+    name: str
+    severity: str
+    message: str
+    location: Location
+    evidence: dict[str, Any] = field(default_factory=dict)
+    fixes: Fixes = field(default_factory=Fixes)
+    # The finding this one is a consequence of ("<code>:<key>"), so one root cause reads as one story.
+    caused_by: str | None = None
+    key: str = ""  # stable identity within a run, e.g. the module or entry it is about
+    # "probe" when vLLM itself produced the evidence; "knowledge" when a hand-written table did
+    # (the probe could not reach it); the finding says so.
+    basis: str = "probe"
+
+    @property
+    def id(self) -> str:
+        return f"{self.code}:{self.key}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["id"] = self.id
+        return d
+
+
+@dataclass
+class RunResult:
+    """Everything reporters need: the findings plus what was checked against what."""
+
+    findings: list[Finding]
+    rules_evaluated: list[dict[str, Any]]  # [{code, name, severity, summary}]
+    vllm: dict[str, Any]  # {version, commit}
+    inputs: dict[str, Any]  # {path, gpu, sm, num_speculative_tokens, tensor_parallel_size, patches}
+    probe: dict[str, Any] = field(default_factory=dict)  # {cached, seconds, ...}
