@@ -1,0 +1,314 @@
+"""Make vLLM's CUDA build construct models on meta tensors on a machine with no GPU.
+
+Only ever imported inside the probe child process: everything here patches global state
+(import machinery, torch.ops, torch.cuda, vLLM's platform) and must not leak into the CLI.
+Each step mirrors one item of shared/notes/meta-probe.md; the order matters, because
+vLLM reads `current_platform` and calls some ops while its modules import.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+from typing import Any
+
+# Native extensions of the CUDA wheel that cannot load here (no libcuda, or AVX-512
+# instructions). They are replaced by inert stub packages before anything imports them.
+NATIVE_MODULES = (
+    "vllm._C",
+    "vllm._C_stable_libtorch",
+    "vllm._moe_C",
+    "vllm._moe_C_stable_libtorch",
+    "vllm._flashmla_C",
+    "vllm._flashmla_extension_C",
+    "vllm._qutlass_C",
+    "vllm._deepselect_C",
+    "vllm._flashkda_C",
+    "vllm._rocm_C",
+    "vllm.cumem_allocator",
+    "vllm.vllm_flash_attn._vllm_fa2_C",
+    "vllm.vllm_flash_attn._vllm_fa3_C",
+    "vllm.third_party.deep_gemm._C",
+    # JIT kernel DSLs: vLLM binds them at import but only compiles kernels at first forward.
+    "tilelang",
+    "cutlass",
+    "cuda",
+    "quack",
+)
+
+# torch.ops namespaces that vLLM's native extensions would have registered.
+OP_NAMESPACES = ("_C", "_C_cache_ops", "_C_custom_ar", "_moe_C", "_rocm_C", "_qutlass_C",
+                 "_flashmla_C", "_flashmla_extension_C", "_vllm_fa2_C", "_vllm_fa3_C",
+                 "_deepselect_C", "_flashkda_C", "_C_utils")
+
+
+class _Inert:
+    """Stands for any native function, class or constant: callable, indexable, falsy-free."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "_Inert":
+        # Also used as a decorator factory (`@tilelang.jit(...)`), so it returns another
+        # stub rather than a plain value.
+        return _Inert(f"{self._name}()")
+
+    def __bool__(self) -> bool:
+        # Capability queries (`cutlass_scaled_mm_supports_block_fp8(cap)`) run at import;
+        # answering "no" keeps vLLM on its portable paths without pretending support.
+        return False
+
+    def __getattr__(self, item: str) -> "_Inert":
+        if item.startswith("__"):
+            raise AttributeError(item)
+        return _Inert(f"{self._name}.{item}")
+
+    def __iter__(self) -> Any:
+        return iter(())
+
+    def __getitem__(self, item: Any) -> "_Inert":
+        return self
+
+    def __repr__(self) -> str:
+        return f"<mtplint stub {self._name}>"
+
+
+class _StubMeta(type):
+    def __getattr__(cls, item: str) -> Any:
+        if item.startswith("__"):
+            raise AttributeError(item)
+        return _Inert(f"{cls.__name__}.{item}")
+
+    def __getitem__(cls, item: Any) -> Any:
+        return cls
+
+
+class _StubType(metaclass=_StubMeta):
+    """Base of stand-in native classes: constructible with anything, inert when used."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        pass
+
+    def __getattr__(self, item: str) -> Any:
+        if item.startswith("__"):
+            raise AttributeError(item)
+        return _Inert(f"{type(self).__name__}.{item}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Inert:
+        return _Inert(f"{type(self).__name__}()")
+
+
+class _StubModule(types.ModuleType):
+    def __getattr__(self, item: str) -> Any:
+        if item.startswith("__"):
+            raise AttributeError(item)
+        if item[:1].isupper():
+            # Type names (`cuda.bindings.driver.CUstream`) are used in isinstance() checks
+            # by other libraries, so they must be real (empty) classes.
+            cls = _StubMeta(item, (_StubType,), {"__module__": self.__name__})
+            setattr(self, item, cls)
+            return cls
+        # Lower-case names may be submodules (`from cuda.bindings import driver`) or
+        # functions; a child stub that is both importable-looking and callable serves both.
+        child = _StubModule(f"{self.__name__}.{item}")
+        child.__path__ = []
+        setattr(self, item, child)
+        return child
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Inert:
+        return _Inert(f"{self.__name__}()")
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class _StubLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        mod = _StubModule(spec.name)
+        mod.__path__ = []  # a package, so submodules (deep_gemm._C.*) resolve to stubs too
+        mod.__mtplint_stub__ = True
+        return mod
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
+class _NativeStubFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        for native in NATIVE_MODULES:
+            if fullname == native or fullname.startswith(native + "."):
+                return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
+        return None
+
+
+def install_native_stubs() -> None:
+    if not any(isinstance(f, _NativeStubFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NativeStubFinder())
+
+
+def install_op_fallbacks() -> None:
+    import torch
+    import torch._ops
+
+    original = torch._ops._OpNamespace.__getattr__
+
+    def getattr_with_fallback(self: Any, op_name: str) -> Any:
+        try:
+            return original(self, op_name)
+        except (AttributeError, RuntimeError):
+            if self.name in OP_NAMESPACES and not op_name.startswith("__"):
+                return _Inert(f"torch.ops.{self.name}.{op_name}")
+            raise
+
+    torch._ops._OpNamespace.__getattr__ = getattr_with_fallback
+
+    real_register_fake = torch.library.register_fake
+
+    def tolerant_register_fake(op: Any, *args: Any, **kwargs: Any) -> Any:
+        # The op may never have been defined (its extension is a stub): keep the
+        # decorator usable either way, whether it is called with the function or later.
+        fn = args[0] if args and callable(args[0]) else None
+        try:
+            registered = real_register_fake(op, *args, **kwargs)
+        except Exception:
+            return fn if fn is not None else (lambda f: f)
+        if fn is not None:
+            return registered
+
+        def decorator(f: Any) -> Any:
+            try:
+                return registered(f)
+            except Exception:
+                return f
+
+        return decorator
+
+    torch.library.register_fake = tolerant_register_fake
+
+
+class _InertStream:
+    def __init__(self, *args: Any, **kwargs: Any):
+        pass
+
+    def __enter__(self) -> "_InertStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __getattr__(self, item: str) -> Any:
+        if item.startswith("__"):
+            raise AttributeError(item)
+        return lambda *a, **k: None
+
+
+def install_cuda_inert_objects() -> None:
+    import torch
+
+    torch.cuda.Stream = _InertStream  # type: ignore[misc,assignment]
+    torch.cuda.Event = _InertStream  # type: ignore[misc,assignment]
+    torch.cuda.current_stream = lambda *a, **k: _InertStream()  # type: ignore[assignment]
+    torch.cuda.stream = lambda *a, **k: _InertStream()  # type: ignore[assignment]
+    torch.cuda.set_device = lambda *a, **k: None  # type: ignore[assignment]
+    torch.cuda.synchronize = lambda *a, **k: None  # type: ignore[assignment]
+    torch.cuda.empty_cache = lambda *a, **k: None  # type: ignore[assignment]
+
+
+def install_platform(sm: tuple[int, int], device_name: str, total_memory: int) -> Any:
+    """Stand a CUDA platform with the requested compute capability in for the real one."""
+    import vllm.platforms as platforms
+    from vllm.platforms.cuda import NonNvmlCudaPlatform
+    from vllm.platforms.interface import DeviceCapability
+
+    class ProbedCudaPlatform(NonNvmlCudaPlatform):
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:
+            return DeviceCapability(major=sm[0], minor=sm[1])
+
+        @classmethod
+        def get_device_name(cls, device_id: int = 0) -> str:
+            return device_name
+
+        @classmethod
+        def get_device_total_memory(cls, device_id: int = 0) -> int:
+            return total_memory
+
+        @classmethod
+        def is_fully_connected(cls, physical_device_ids: list[int]) -> bool:
+            return True
+
+        @classmethod
+        def device_count(cls) -> int:
+            return 8
+
+        @classmethod
+        def is_integrated_gpu(cls, device_id: int = 0) -> bool:
+            return False
+
+        @classmethod
+        def num_compute_units(cls, device_id: int = 0) -> int:
+            return 132
+
+    platform = ProbedCudaPlatform()
+    platforms._current_platform = platform
+    return platform
+
+
+def meta_device_mode() -> Any:
+    """A TorchFunctionMode forcing every tensor factory onto the meta device.
+
+    `torch.device("meta")` as a context is not enough: several vLLM modules allocate with
+    an explicit `device="cuda"`, and buffers are moved with `.to()/.cuda()/.pin_memory()`.
+    """
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    factories = {
+        torch.empty, torch.zeros, torch.ones, torch.full, torch.arange, torch.rand,
+        torch.randn, torch.randint, torch.tensor, torch.empty_strided, torch.eye,
+        torch.linspace, torch.as_tensor, torch.zeros_like, torch.ones_like,
+        torch.empty_like, torch.full_like, torch.rand_like, torch.randn_like,
+    }
+    moves = {torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.pin_memory}
+    meta = torch.device("meta")
+
+    class MetaMode(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+            kwargs = dict(kwargs or {})
+            if func in factories:
+                if func is torch.tensor or func is torch.as_tensor:
+                    kwargs["device"] = meta
+                else:
+                    kwargs["device"] = meta
+                kwargs.pop("pin_memory", None)
+                return func(*args, **kwargs)
+            if func in moves and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+                if func is torch.Tensor.to:
+                    # keep dtype conversions, drop device moves
+                    dtype = kwargs.get("dtype")
+                    for a in args[1:]:
+                        if isinstance(a, torch.dtype):
+                            dtype = a
+                    return args[0] if dtype is None else torch.Tensor.to(args[0], dtype=dtype)
+                return args[0]
+            return func(*args, **kwargs)
+
+    return MetaMode()
+
+
+def install_inprocess_registry_inspection() -> None:
+    """vLLM inspects model classes in a child process "to avoid initializing CUDA"; that
+    child would not inherit these patches, and there is no CUDA to protect here."""
+    from vllm.model_executor.models import registry
+
+    registry._run_in_subprocess = lambda fn: fn()
+
+
+def install(sm: tuple[int, int], device_name: str, total_memory: int) -> None:
+    install_native_stubs()
+    install_op_fallbacks()
+    install_cuda_inert_objects()
+    install_platform(sm, device_name, total_memory)
+    install_inprocess_registry_inspection()
