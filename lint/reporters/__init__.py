@@ -1,0 +1,175 @@
+"""Reporters: one RunResult rendered as text, JSON, JUnit XML, SARIF or GitHub workflow commands.
+
+The helpers below are shared by the format modules. Those modules are imported lazily in
+render() so that this package stays importable (and cheap) whichever formats a run uses.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import Counter
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+from mtplint.findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
+
+if TYPE_CHECKING:
+    from mtplint.engine.rule import Rule
+
+FORMATS = ("text", "json", "junit", "sarif", "github")
+
+
+def render(
+    result: RunResult,
+    fmt: str,
+    rules: dict[str, Rule],
+    *,
+    color: bool = False,
+    fail_on: str = "error",
+    uri_prefix: str = "",
+) -> str:
+    """Render `result` in `fmt`.
+
+    color: text only. fail_on: junit only (lowest severity that becomes a <failure>).
+    uri_prefix: sarif and github; the checkpoint root's path relative to the scanned repository,
+    so that annotations land on the repository's files.
+    """
+    if fmt == "text":
+        from mtplint.reporters.text import render_text
+
+        return render_text(result, rules, color=color)
+    if fmt == "json":
+        from mtplint.reporters.json_report import render_json
+
+        return render_json(result, rules)
+    if fmt == "junit":
+        from mtplint.reporters.junit import render_junit
+
+        return render_junit(result, rules, fail_on=fail_on)
+    if fmt == "sarif":
+        from mtplint.reporters.sarif import render_sarif
+
+        return render_sarif(result, rules, uri_prefix=uri_prefix)
+    if fmt == "github":
+        from mtplint.reporters.github import render_github
+
+        return render_github(result, rules, uri_prefix=uri_prefix)
+    raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+# ---- shared helpers -------------------------------------------------------------------------
+
+
+def severity_counts(findings: list[Finding]) -> dict[str, int]:
+    counts = Counter(f.severity for f in findings)
+    return {sev: counts.get(sev, 0) for sev in SEVERITIES}
+
+
+def at_least(severity: str, threshold: str) -> bool:
+    return SEVERITY_RANK.get(severity, 0) >= SEVERITY_RANK[threshold]
+
+
+def consequence_tree(findings: list[Finding]) -> tuple[list[Finding], dict[str, list[Finding]]]:
+    """Split findings into roots and {cause id: consequences}.
+
+    A consequence whose cause is not in this run (filtered out, or a dangling id) stays a root,
+    so nothing is ever hidden. Cycles cannot hide findings either: a finding that is its own
+    ancestor is promoted to a root.
+    """
+    ids = {f.id for f in findings}
+    by_id = {f.id: f for f in findings}
+    children: dict[str, list[Finding]] = {}
+    roots: list[Finding] = []
+    for f in findings:
+        if f.caused_by and f.caused_by in ids and not _in_cycle(f, by_id):
+            children.setdefault(f.caused_by, []).append(f)
+        else:
+            roots.append(f)
+    return roots, children
+
+
+def _in_cycle(f: Finding, by_id: dict[str, Finding]) -> bool:
+    seen = {f.id}
+    cur = f
+    while cur.caused_by and cur.caused_by in by_id:
+        cur = by_id[cur.caused_by]
+        if cur.id in seen:
+            return True
+        seen.add(cur.id)
+    return False
+
+
+def location_text(f: Finding) -> str:
+    loc = f.location
+    text = loc.file
+    if loc.tensor:
+        text += f":{loc.tensor}"
+    if loc.config_key:
+        text += f":{loc.config_key}" if not loc.tensor else f" ({loc.config_key})"
+    return text
+
+
+def patch_command(patch_ids: list[str]) -> str:
+    return f"MTPLINT_PATCHES={','.join(patch_ids)} vllm serve ..."
+
+
+def artifact_command(path: str, fix_id: str) -> str:
+    return f"mtplint fix {shlex.quote(path)} --only {fix_id}"
+
+
+def fix_commands(f: Finding, path: str) -> list[str]:
+    cmds = [patch_command(f.fixes.patches)] if f.fixes.patches else []
+    return cmds + [artifact_command(path, a) for a in f.fixes.artifact]
+
+
+def short_commit(commit: str | None) -> str:
+    # Same shape as vLLM's own dev versions ("0.33.0.dev1+g4ba787ec9"), so the two can be matched by eye.
+    if not commit:
+        return "unknown commit"
+    if re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        return "g" + commit[:9]
+    return commit
+
+
+def vllm_text(result: RunResult) -> str:
+    version = (result.vllm or {}).get("version")
+    if not version:
+        return "vLLM not probed"
+    text = f"probed vLLM {version} ({short_commit(result.vllm.get('commit'))})"
+    if (result.probe or {}).get("cached"):
+        text += ", cached"
+    return text
+
+
+def plural(n: int, word: str) -> str:
+    # "info" is a mass noun: "3 info", not "3 infos".
+    return f"{n} {word}" if n == 1 or word == "info" else f"{n} {word}s"
+
+
+def summary_line(result: RunResult) -> str:
+    counts = severity_counts(result.findings)
+    if not result.findings:
+        return f"no findings in {plural(len(result.rules_evaluated), 'rule')}; {vllm_text(result)}"
+    parts = ", ".join(plural(counts[s], s) for s in SEVERITIES if counts[s])
+    fired = len({f.code for f in result.findings})
+    return f"{parts} in {plural(fired, 'rule')}; {vllm_text(result)}"
+
+
+def checkpoint_name(result: RunResult) -> str:
+    return str((result.inputs or {}).get("path") or "checkpoint").rstrip("/") or "/"
+
+
+def jsonable(value: Any) -> Any:
+    """json.dumps default=: evidence and inputs are free-form, and a stray Path, set or tensor
+    scalar must not crash a report."""
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    if hasattr(value, "item"):
+        try:
+            return value.item()
+        except (TypeError, ValueError, RuntimeError):  # multi-element tensors
+            pass
+    return str(value)

@@ -1,0 +1,45 @@
+"""Machine-readable report, schema "mtplint/report/v1" (lint/reporters/report.schema.json, docs/report-json.md).
+
+v1 only ever grows optional fields; a breaking change gets a new schema string.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from mtplint import __version__
+from mtplint.findings import RunResult
+from mtplint.reporters import jsonable, severity_counts
+
+if TYPE_CHECKING:
+    from mtplint.engine.rule import Rule
+
+SCHEMA_ID = "mtplint/report/v1"
+SCHEMA_FILE = "report.schema.json"
+
+
+def build_report(result: RunResult) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "schema": SCHEMA_ID,
+        "mtplint": __version__,
+        "vllm": {"version": (result.vllm or {}).get("version"), "commit": (result.vllm or {}).get("commit")},
+        "inputs": dict(result.inputs or {}),
+        "findings": [f.to_dict() for f in result.findings],
+        "rules_evaluated": [dict(r) for r in result.rules_evaluated],
+        "summary": severity_counts(result.findings),
+    }
+    if result.probe:
+        report["probe"] = dict(result.probe)
+    # Round-trip so the dict handed to callers is exactly what the file will contain.
+    return json.loads(json.dumps(report, default=jsonable))
+
+
+def render_json(result: RunResult, rules: dict[str, Rule] | None = None) -> str:
+    return json.dumps(build_report(result), indent=2, ensure_ascii=False) + "\n"
+
+
+def load_schema() -> dict[str, Any]:
+    return json.loads(resources.files("mtplint.reporters").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+

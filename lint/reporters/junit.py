@@ -1,0 +1,85 @@
+"""JUnit XML: one testcase per evaluated rule, so CI keeps a pass/fail history per rule.
+
+Names are unique per classname because GitLab keeps only the first of duplicate (classname, name)
+pairs. See linter-conventions.md 2.3/2.4 for the junit-xml quirks worked around here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from junit_xml import TestCase, TestSuite, to_xml_report_string
+
+from mtplint import __version__
+from mtplint.findings import SEVERITY_RANK, Finding, RunResult
+from mtplint.reporters import at_least, checkpoint_name, fix_commands, jsonable, location_text, summary_line
+
+if TYPE_CHECKING:
+    from mtplint.engine.rule import Rule
+
+
+def render_junit(result: RunResult, rules: dict[str, Rule] | None = None, *, fail_on: str = "error") -> str:
+    if fail_on not in SEVERITY_RANK:
+        raise ValueError(f"fail_on must be one of {', '.join(SEVERITY_RANK)}, not {fail_on!r}")
+    path = checkpoint_name(result)
+    cases = [_case(code, name, [f for f in result.findings if f.code == code], path, fail_on)
+             for code, name in _rule_list(result)]
+    props = {
+        "mtplint.version": __version__,
+        "vllm.version": (result.vllm or {}).get("version"),
+        "vllm.commit": (result.vllm or {}).get("commit"),
+        **{f"input.{k}": v for k, v in (result.inputs or {}).items()},
+    }
+    suite = TestSuite(
+        name=path,
+        test_cases=cases,
+        properties={k: _prop(v) for k, v in props.items() if v is not None},
+        stdout=summary_line(result),
+    )
+    return to_xml_report_string([suite], encoding="utf-8")
+
+
+def _rule_list(result: RunResult) -> list[tuple[str, str]]:
+    # A finding whose rule is missing from rules_evaluated still gets a testcase: never drop a failure.
+    listed = [(r["code"], r.get("name", "")) for r in result.rules_evaluated]
+    known = {code for code, _ in listed}
+    for f in result.findings:
+        if f.code not in known:
+            listed.append((f.code, f.name))
+            known.add(f.code)
+    return listed
+
+
+def _case(code: str, name: str, findings: list[Finding], path: str, fail_on: str) -> TestCase:
+    failing = [f for f in findings if at_least(f.severity, fail_on)]
+    body = "\n\n".join(_describe(f, path) for f in findings) or None
+    case = TestCase(
+        name=f"{code} {name}".strip(),
+        classname=f"mtplint.{code}",
+        file=findings[0].location.file if findings else None,
+        stdout=None if failing else body,
+    )
+    if failing:
+        worst = max(failing, key=lambda f: SEVERITY_RANK.get(f.severity, 0))
+        first_line = (failing[0].message.strip().splitlines() or [f"{code} {name}"])[0]
+        if len(findings) > 1:
+            first_line += f" (+{len(findings) - 1} more)"
+        # The message must be non-empty, or junit-xml silently records a pass.
+        case.add_failure_info(message=first_line, output=body, failure_type=worst.severity)
+    return case
+
+
+def _describe(f: Finding, path: str) -> str:
+    lines = [f"[{f.severity}] {location_text(f)}", f.message]
+    lines += [f"  {k}: {v if isinstance(v, str) else json.dumps(v, default=jsonable)}" for k, v in f.evidence.items()]
+    if f.caused_by:
+        lines.append(f"caused by: {f.caused_by}")
+    lines += [f"fix: {cmd}" for cmd in fix_commands(f, path)]
+    return "\n".join(lines)
+
+
+def _prop(value: object) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)

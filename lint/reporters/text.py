@@ -1,0 +1,88 @@
+"""Human-readable report: errors, then warnings, then info; consequences nested under their cause."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from mtplint.findings import SEVERITIES, Finding, RunResult
+from mtplint.reporters import checkpoint_name, consequence_tree, fix_commands, location_text, summary_line
+
+if TYPE_CHECKING:
+    from mtplint.engine.rule import Rule
+
+_RESET = "\x1b[0m"
+_STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "info": "\x1b[1;36m", "code": "\x1b[1m", "dim": "\x1b[2m"}
+_HEADINGS = {"error": "Errors", "warning": "Warnings", "info": "Info"}
+
+# Evidence can hold whole tracebacks and tensor lists; the text report shows highlights and
+# leaves the full record to --format json.
+_MAX_VALUE = 160
+_MAX_ITEMS = 4
+_MAX_KEYS = 8
+
+
+def render_text(result: RunResult, rules: dict[str, Rule] | None = None, *, color: bool = False) -> str:
+    paint = _painter(color)
+    path = checkpoint_name(result)
+    roots, children = consequence_tree(result.findings)
+    lines: list[str] = []
+    # An unexpected severity still gets printed (last), never dropped.
+    extra = sorted({f.severity for f in roots} - set(SEVERITIES))
+    for sev in (*SEVERITIES, *extra):
+        group = [f for f in roots if f.severity == sev]
+        if not group:
+            continue
+        lines.append(paint(sev, f"{_HEADINGS.get(sev, sev.capitalize())} ({len(group)})"))
+        for f in group:
+            _finding(lines, f, children, path, paint, depth=1, parent=None)
+        lines.append("")
+    lines.append(summary_line(result))
+    return "\n".join(lines) + "\n"
+
+
+def _finding(lines, f: Finding, children, path, paint, depth: int, parent: Finding | None) -> None:
+    pad = "  " * depth
+    body = pad + ("   " if parent is not None else "") + "    "
+    message = f.message.strip().replace("\n", "\n" + body)  # keep multi-line messages inside the item
+    head = f"{paint('code', f.code)} {f.name}  {location_text(f)}  {message}"
+    if parent is not None:
+        head = f"-> {paint(f.severity, f.severity)} {head}"
+    lines.append(pad + head)
+    for key, value in list(f.evidence.items())[:_MAX_KEYS]:
+        lines.append(body + paint("dim", f"{key}: {_highlight(value)}"))
+    if len(f.evidence) > _MAX_KEYS:
+        lines.append(body + paint("dim", f"(+{len(f.evidence) - _MAX_KEYS} more evidence fields in --format json)"))
+    if f.basis != "probe":
+        lines.append(body + paint("dim", f"basis: {f.basis} (the vLLM probe did not observe this directly)"))
+    # A consequence usually shares its cause's fixes; repeating them would bury the tree.
+    if parent is None or (f.fixes.patches, f.fixes.artifact) != (parent.fixes.patches, parent.fixes.artifact):
+        for cmd in fix_commands(f, path):
+            lines.append(body + f"fix: {cmd}")
+    for child in children.get(f.id, []):
+        _finding(lines, child, children, path, paint, depth + 2, parent=f)
+
+
+def _highlight(value: Any) -> str:
+    if isinstance(value, str):
+        text_lines = [ln for ln in value.splitlines() if ln.strip()]
+        # Tracebacks end with the exception line, which is the part worth seeing.
+        text = text_lines[-1].strip() if text_lines else ""
+        if len(text_lines) > 1:
+            text += f"  (last of {len(text_lines)} lines)"
+    elif isinstance(value, (list, tuple, set)):
+        items = sorted(value, key=str) if isinstance(value, set) else list(value)
+        text = ", ".join(str(v) for v in items[:_MAX_ITEMS])
+        if len(items) > _MAX_ITEMS:
+            text += f", ... (+{len(items) - _MAX_ITEMS} more)"
+    elif isinstance(value, dict):
+        text = json.dumps(value, default=str, separators=(", ", ": "))
+    else:
+        text = str(value)
+    return text if len(text) <= _MAX_VALUE else text[: _MAX_VALUE - 3] + "..."
+
+
+def _painter(color: bool):
+    if not color:
+        return lambda style, text: text
+    return lambda style, text: f"{_STYLE.get(style, _STYLE['code'])}{text}{_RESET}"
