@@ -1,0 +1,99 @@
+"""Exclusion (ignore/exclude) entries that vLLM's own matcher applies to no runtime prefix."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..engine.context import Context, Hit
+from ..inventory.fingerprint import split_module
+from . import check
+
+
+def _ondisk_modules_meant(entry: str, modules: list[str]) -> list[str]:
+    """On-disk modules the entry would match if it were written in the on-disk namespace.
+
+    A hand-written reading of the entry (re.match for `re:`, fnmatch-ish `*`, exact or
+    suffix otherwise), used only to *suggest* what the author meant; whether the entry
+    matches at runtime is vLLM's answer, from the probe.
+    """
+    if entry.startswith("-:"):
+        entry = "re:" + entry[2:]
+    if entry.startswith("re:"):
+        try:
+            rx = re.compile(entry[3:])
+        except re.error:
+            return []
+        return [m for m in modules if rx.match(m)]
+    if "*" in entry or "?" in entry:
+        import fnmatch
+
+        return [m for m in modules if fnmatch.fnmatch(m, entry)]
+    return [m for m in modules if m == entry or m.endswith("." + entry)]
+
+
+def _runtime_prefixes_for(ctx: Context, ondisk: list[str]) -> list[tuple[str, str]]:
+    """Follow the probe's weight flow from on-disk modules to the construction prefixes
+    of the runtime modules their tensors were loaded into (or failed to load into)."""
+    wanted = set(ondisk)
+    out: dict[tuple[str, str], None] = {}
+    for model in ("target", "draft"):
+        load = ctx.load(model)
+        for tensor, params in load.get("fed", {}).items():
+            if split_module(tensor)[0] in wanted:
+                for p in params:
+                    d = ctx.decision_for_module_path(model, p.rsplit(".", 1)[0])
+                    if d:
+                        out[(model, d["prefix"])] = None
+        for err in load.get("errors", []):
+            if err.get("tensor") and split_module(err["tensor"])[0] in wanted:
+                missing = ctx.missing_param_in(err)
+                if missing:
+                    d = ctx.decision_for_module_path(model, ctx.module_of_param(model, missing))
+                    if d:
+                        out[(model, d["prefix"])] = None
+    return list(out)
+
+
+def _suggest(prefixes: list[tuple[str, str]]) -> str:
+    names = sorted({p for _m, p in prefixes})
+    if not names:
+        return ""
+    layers = {m.group(0) for n in names if (m := re.match(r"^(model\.)?(mtp\.)?layers\.\d+\.", n))}
+    if len(names) > 3 and len(layers) == 1:
+        return "re:^" + re.escape(layers.pop())
+    return ", ".join(names[:6]) + (" ..." if len(names) > 6 else "")
+
+
+@check
+def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
+    ex: dict[str, Any] = ctx.report.get("exclusions") or {}
+    entries: dict[str, list[str]] = ex.get("entries", {})
+    if not entries:
+        return []
+    key = ctx.inventory.declared.exclusion_key or f"quantization_config.{ex.get('attr')}"
+    ondisk_modules = sorted(ctx.inventory.modules)
+    hits = []
+    for entry, matched in entries.items():
+        if matched:
+            continue
+        meant = _ondisk_modules_meant(entry, ondisk_modules)
+        prefixes = _runtime_prefixes_for(ctx, meant)
+        mtp_intent = "mtp" in entry.lower() or any(m.startswith("mtp.") or ".mtp." in m for m in meant)
+        hit = Hit(
+            key=entry,
+            fields={"entry": entry, "key": key, "suggestion": _suggest(prefixes)},
+            location=ctx.config_location(key),
+            # A dead entry written for modules that exist on disk changes what gets built.
+            severity="error" if meant else "warning",
+            evidence={"matcher": ex.get("matcher"), "ondisk_modules_matched": meant[:8],
+                      "ondisk_modules_matched_count": len(meant),
+                      "runtime_prefixes": [f"{m}:{p}" for m, p in prefixes][:12],
+                      "intent": "mtp" if mtp_intent else None},
+        )
+        if mtp_intent:
+            ctx.causes.setdefault("mtp-exclusion", f"MTP001:{entry}")
+        for model, prefix in prefixes:
+            ctx.causes.setdefault(f"exclusion-missed:{model}:{prefix}", f"MTP001:{entry}")
+        hits.append(hit)
+    return hits

@@ -1,0 +1,23 @@
+"""Does next_n = num_speculative_tokens + 1 fit the kernels, per the probed vLLM's predicates?"""
+
+from __future__ import annotations
+
+from ..engine.context import Context, Hit
+from . import check
+
+
+@check
+def next_n_kernel_support(ctx: Context, options: dict) -> list[Hit]:
+    k = ctx.report.get("kernels") or {}
+    status = k.get("status")
+    if status in (None, "native", "not-applicable"):
+        return []
+    predicate = next((c["predicate"] for c in k.get("checks", [])), "none in this vLLM")
+    fields = {"next_n": k.get("next_n"), "n": ctx.inputs.get("num_speculative_tokens"),
+              "gpu": ctx.inputs.get("gpu"), "status": status, "predicate": predicate}
+    # "fallback": this vLLM flattens the query (slower, correct). "unsupported": it would
+    # assert at startup. "unknown": no predicate to ask; reported as info.
+    severity = {"fallback": "warning", "unsupported": "error", "unknown": "info"}.get(status)
+    return [Hit(key=f"next_n={k.get('next_n')}", fields=fields, severity=severity,
+                location=ctx.config_location("num_nextn_predict_layers"),
+                evidence={"checks": k.get("checks", [])})]

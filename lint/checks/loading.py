@@ -1,0 +1,173 @@
+"""Checks over the dry-run load: which tensors failed to load into which runtime modules."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ..engine.context import Context, Hit, is_quantized_method
+from ..findings import Location
+from . import check
+
+MODELS = ("target", "draft")
+
+
+def _error_module(ctx: Context, model: str, err: dict[str, Any]) -> str | None:
+    """The runtime module a failing tensor was headed for, from vLLM's own error."""
+    missing = ctx.missing_param_in(err)
+    if missing:
+        return ctx.module_of_param(model, missing)
+    return None
+
+
+def _group(errors: list[tuple[str, dict]], ctx: Context) -> dict[tuple[str, str], list[dict]]:
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for model, err in errors:
+        module = _error_module(ctx, model, err)
+        if module:
+            groups[(model, module)].append(err)
+    return groups
+
+
+def _load_errors(ctx: Context) -> list[tuple[str, dict]]:
+    return [(m, e) for m in MODELS for e in ctx.load(m).get("errors", [])]
+
+
+def _first(errs: list[dict]) -> dict:
+    return errs[0]
+
+
+@check
+def quantized_layer_fed_unquantized(ctx: Context, options: dict) -> list[Hit]:
+    hits = []
+    for (model, module), errs in _group(_load_errors(ctx), ctx).items():
+        decision = ctx.decision_for_module_path(model, module)
+        if decision is None or not is_quantized_method(decision.get("method")):
+            continue
+        disk = [ctx.disk_format(e["tensor"]) for e in errs if e.get("tensor")]
+        if not disk or any(d is None or d.quantized for d in disk):
+            continue
+        first = _first(errs)
+        for e in errs:
+            ctx.explained.add((model, e.get("tensor")))
+        hit = Hit(
+            key=f"{model}:{decision['prefix']}",
+            fields={"module": module, "method": decision.get("method"), "disk_format": disk[0].kind,
+                    "tensor": first["tensor"], "error": f"{first['type']}: {first['message']}"},
+            location=Location(file=ctx.tensor_file(first["tensor"]), tensor=first["tensor"]),
+            evidence={"model": model, "construction_prefix": decision["prefix"],
+                      "layer_class": decision.get("layer_class"), "failed_tensors": len(errs),
+                      "examples": [e["tensor"] for e in errs[:5]], "vllm_frame": first.get("frame"),
+                      "runtime_params": sorted(p for p in ctx.params(model) if p.startswith(module + "."))[:12]},
+            caused_by=ctx.causes.get(f"exclusion-missed:{model}:{decision['prefix']}")
+            or (ctx.causes.get("mtp-exclusion") if model == "draft" else None),
+        )
+        ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP002:{hit.key}"
+        hits.append(hit)
+    return hits
+
+
+@check
+def unquantized_layer_fed_quantized(ctx: Context, options: dict) -> list[Hit]:
+    hits: dict[str, Hit] = {}
+    # 1. vLLM raised: a quantized tensor (or its scale) had no slot in an unquantized layer.
+    for (model, module), errs in _group(_load_errors(ctx), ctx).items():
+        decision = ctx.decision_for_module_path(model, module)
+        if decision is not None and is_quantized_method(decision.get("method")):
+            continue
+        disk = [ctx.disk_format(e["tensor"]) for e in errs if e.get("tensor")]
+        if not disk or not all(d is not None and d.quantized for d in disk):
+            continue
+        first = _first(errs)
+        for e in errs:
+            ctx.explained.add((model, e.get("tensor")))
+        layer_class = decision.get("layer_class") if decision else _owner_class(ctx, model, module)
+        hits[f"{model}:{module}"] = Hit(
+            key=f"{model}:{module}",
+            fields={"module": module, "layer_class": layer_class, "disk_format": disk[0].kind,
+                    "tensor": first["tensor"]},
+            location=Location(file=ctx.tensor_file(first["tensor"]), tensor=first["tensor"]),
+            evidence={"model": model, "error": f"{first['type']}: {first['message']}",
+                      "vllm_frame": first.get("frame"), "quant_method": decision.get("method") if decision else None},
+        )
+    # 2. Silent: the packed weight landed in an unquantized parameter and its scales in nothing.
+    for model in MODELS:
+        fed = ctx.load(model).get("fed", {})
+        for tensor, params in fed.items():
+            disk = ctx.disk_format(tensor)
+            if disk is None or not disk.quantized or not tensor.endswith(".weight"):
+                continue
+            for p in params:
+                info = ctx.params(model).get(p, {})
+                if info.get("dtype") not in ("bfloat16", "float16", "float32"):
+                    continue
+                module = p.rsplit(".", 1)[0]
+                decision = ctx.decision_for_module_path(model, module)
+                if decision is not None and is_quantized_method(decision.get("method")):
+                    continue
+                key = f"{model}:{module}"
+                if key in hits:
+                    continue
+                hits[key] = Hit(
+                    key=key,
+                    fields={"module": module, "layer_class": info.get("module_class"),
+                            "disk_format": disk.kind, "tensor": tensor},
+                    location=Location(file=ctx.tensor_file(tensor), tensor=tensor),
+                    evidence={"model": model, "param": p, "param_dtype": info.get("dtype"),
+                              "disk_dtype": disk.weight_dtype, "silent": True},
+                )
+    return list(hits.values())
+
+
+def _owner_class(ctx: Context, model: str, module: str) -> str | None:
+    for name, info in ctx.params(model).items():
+        if name.startswith(module + "."):
+            return info.get("module_class")
+    return None
+
+
+@check
+def mtp_layers_missing(ctx: Context, options: dict) -> list[Hit]:
+    err = ctx.load("draft").get("completeness_error")
+    if not err:
+        return []
+    cfg = ctx.inventory.config
+    key, expected = _depth_field(cfg)
+    draft_fed = ctx.load("draft").get("fed", {})
+    return [Hit(
+        key="mtp-depth",
+        fields={"expected": expected, "found": len({t.split(".")[1] for t in draft_fed if t.startswith("mtp.")}),
+                "config_key": key, "error": f"{err['type']}: {err['message']}"},
+        location=ctx.config_location(key),
+        evidence={"vllm_frame": err.get("frame"), "draft_tensors_loaded": len(draft_fed)},
+    )]
+
+
+def _depth_field(cfg: dict[str, Any]) -> tuple[str, Any]:
+    for holder, prefix in ((cfg, ""), (cfg.get("text_config") or {}, "text_config.")):
+        for k in ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "n_mtp_layers"):
+            if k in holder:
+                return prefix + k, holder[k]
+    return "num_nextn_predict_layers", None
+
+
+@check
+def load_error_unexplained(ctx: Context, options: dict) -> list[Hit]:
+    groups: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+    for model, err in _load_errors(ctx):
+        if (model, err.get("tensor")) in ctx.explained:
+            continue
+        frame = err.get("frame") or {}
+        groups[(model, err.get("type", ""), f"{frame.get('file')}:{frame.get('line')}")].append(err)
+    hits = []
+    for (model, etype, where), errs in groups.items():
+        first = errs[0]
+        hits.append(Hit(
+            key=f"{model}:{first.get('tensor')}",
+            fields={"model": model, "tensor": first.get("tensor"), "error_type": etype,
+                    "error": first.get("message"), "frame": where},
+            location=Location(file=ctx.tensor_file(first.get("tensor")), tensor=first.get("tensor")),
+            evidence={"failed_tensors": len(errs), "examples": [e.get("tensor") for e in errs[:5]],
+                      "vllm_frame": first.get("frame")},
+        ))
+    return hits

@@ -1,0 +1,200 @@
+"""Command line: `mtplint PATH [options]`, `mtplint rule CODE`, `mtplint rules`.
+
+Exit codes: 0 nothing at or above --fail-on, 1 findings, 2 bad input or usage,
+3 internal or probe failure.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, BadInput, MtplintError
+from .findings import SEVERITY_RANK, RunResult
+from .settings import load_settings
+
+
+class DefaultGroup(click.Group):
+    """`mtplint PATH ...` means `mtplint check PATH ...`, like `ruff PATH`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+def _progress(quiet: bool):
+    if quiet or not sys.stderr.isatty():
+        return None
+    started = time.perf_counter()
+
+    def say(msg: str) -> None:
+        click.echo(f"[{time.perf_counter() - started:5.1f}s] {msg}", err=True)
+
+    return say
+
+
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="mtplint")
+def main() -> None:
+    """Will this checkpoint load and draft correctly with MTP on this vLLM?"""
+
+
+@main.command("check")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--vllm-commit", help="vLLM version or commit the artifact targets; must match the probed vLLM.")
+@click.option("--vllm-python", type=click.Path(path_type=Path), help="Python interpreter of the vLLM to probe.")
+@click.option("-n", "--num-speculative-tokens", type=click.IntRange(1, 64), help="Draft tokens per step [1].")
+@click.option("--gpu", help="GPU model (h100, h200, b200, gb200, gb10, ...) [h100].")
+@click.option("--sm", help="Compute capability MAJOR.MINOR instead of --gpu.")
+@click.option("--tp", "--tensor-parallel-size", "tensor_parallel_size", type=click.IntRange(1, 1024),
+              help="Tensor-parallel size [1].")
+@click.option("--kv-cache-dtype", help="vLLM --kv-cache-dtype (changes construction for some models).")
+@click.option("--format", "formats", multiple=True,
+              type=click.Choice(["text", "json", "junit", "sarif", "github"]), help="Report format (repeatable).")
+@click.option("--output", "outputs", multiple=True, type=click.Path(path_type=Path),
+              help="File for the matching --format (repeatable; '-' is stdout).")
+@click.option("--select", help="Only these rule codes or prefixes (comma-separated).")
+@click.option("--ignore", "ignore_codes", help="Skip these rule codes or prefixes (comma-separated).")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), help="Lowest severity that fails [error].")
+@click.option("--with-patches", help="Re-probe with these mtplint runtime patch ids applied (comma-separated).")
+@click.option("--probe-timeout", type=float, help="Seconds before the probe is killed [600].")
+@click.option("--no-cache", is_flag=True, help="Probe again even when a cached report exists.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+@click.option("--debug", is_flag=True, help="Show tracebacks and the probe's stderr tail.")
+def check_cmd(path: Path, **opts: Any) -> None:
+    """Lint the checkpoint directory PATH against the probed vLLM."""
+    sys.exit(_run_check(path, opts))
+
+
+def _run_check(path: Path, opts: dict[str, Any]) -> int:
+    try:
+        settings = load_settings(path, opts)
+        return _check(path, settings, opts.get("debug", False))
+    except MtplintError as exc:
+        click.echo(f"mtplint: error: {exc.one_line()}", err=True)
+        if exc.detail and (opts.get("debug") or exc.exit_code == EXIT_INTERNAL):
+            click.echo(exc.detail, err=True)
+        if opts.get("debug"):
+            traceback.print_exc()
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("mtplint: interrupted", err=True)
+        return EXIT_INTERNAL
+    except Exception as exc:  # an mtplint bug: one line, exit 3
+        click.echo(f"mtplint: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
+        if opts.get("debug"):
+            traceback.print_exc()
+        return EXIT_INTERNAL
+
+
+def _check(path: Path, s: dict[str, Any], debug: bool) -> int:
+    from .engine.loader import load_rules
+    from .engine.run import evaluate
+    from .gpus import resolve
+    from .inventory.checkpoint import load_inventory
+    from .probe.runner import ProbeRequest, check_vllm_commit, run_probe, vllm_identity
+    from .reporters import render
+    from .reporters.github import write_step_summary
+
+    say = _progress(s["quiet"])
+    gpu = resolve(s.get("gpu"), s.get("sm"))
+    if say:
+        say(f"reading safetensors headers in {path}")
+    inventory = load_inventory(path)
+    identity = vllm_identity(s.get("vllm_python"))
+    check_vllm_commit(s.get("vllm_commit"), identity)
+    if identity.get("version") is None:
+        raise BadInput(f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, "
+                       "or pass --vllm-python)")
+    request = ProbeRequest(
+        sm=gpu.sm, gpu_name=gpu.name, gpu_memory=gpu.memory,
+        num_speculative_tokens=s["num_speculative_tokens"],
+        tensor_parallel_size=s["tensor_parallel_size"], patches=s["patches"],
+        serve_args={"kv_cache_dtype": s["kv_cache_dtype"]} if s.get("kv_cache_dtype") else {},
+        python=s.get("vllm_python"), timeout=s["probe_timeout"],
+    )
+    report = run_probe(inventory, request, identity=identity, use_cache=not s["no_cache"], progress=say)
+    inputs = {"path": str(path), "gpu": gpu.key, "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
+              "num_speculative_tokens": request.num_speculative_tokens,
+              "tensor_parallel_size": request.tensor_parallel_size, "patches": request.patches}
+    findings, evaluated = evaluate(inventory, report, inputs, select=s["select"], ignore=s["ignore"])
+    result = RunResult(
+        findings=findings,
+        rules_evaluated=[{"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary}
+                         for r in evaluated],
+        vllm={"version": report.get("vllm", {}).get("version"), "commit": report.get("vllm", {}).get("commit")},
+        inputs=inputs,
+        probe={"cached": report.get("cached", False), "seconds": round(report.get("seconds", 0.0), 2)},
+    )
+    rules = load_rules()
+    formats = s["formats"] or ["text"]
+    outputs = s["outputs"]
+    if outputs and len(outputs) != len(formats):
+        raise BadInput("give one --output per --format")
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    for i, fmt in enumerate(formats):
+        out = outputs[i] if outputs else None
+        text = render(result, fmt, rules, color=color and out in (None, Path("-")) and fmt == "text",
+                      fail_on=s["fail_on"])
+        if out is None or str(out) == "-":
+            click.echo(text, nl=not text.endswith("\n"))
+        else:
+            out.write_text(text)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        write_step_summary(result, rules)
+    worst = max((SEVERITY_RANK[f.severity] for f in findings), default=-1)
+    return EXIT_FINDINGS if worst >= SEVERITY_RANK[s["fail_on"]] else EXIT_OK
+
+
+@main.command("rule")
+@click.argument("code")
+def rule_cmd(code: str) -> None:
+    """Explain one rule: what it checks, why it breaks, an example and the fix."""
+    from .engine.loader import load_rules
+    from .engine.render_rule import render_rule
+
+    rules = load_rules()
+    rule = rules.get(code.upper()) or next((r for r in rules.values() if r.name == code), None)
+    if rule is None:
+        click.echo(f"mtplint: error: unknown rule {code!r}; see `mtplint rules`", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    click.echo(render_rule(rule))
+
+
+@main.command("rules")
+def rules_cmd() -> None:
+    """List every rule: code, name, severity, summary."""
+    from .engine.loader import load_rules
+
+    for r in load_rules().values():
+        click.echo(f"{r.code}  {r.name:<40} {r.severity:<8} {r.summary}")
+
+
+def cli_entry(argv: list[str] | None = None) -> int:
+    try:
+        main.main(args=argv, prog_name="mtplint", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.UsageError as exc:  # click's default would be 2 for these, 1 for others
+        exc.show()
+        return EXIT_BAD_INPUT
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_BAD_INPUT
+    except click.Abort:
+        return EXIT_INTERNAL
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return EXIT_OK
+
+
+def run() -> None:
+    sys.exit(cli_entry())

@@ -1,0 +1,103 @@
+"""What a check sees: the inventory, the probe report, the weight-flow graph, the inputs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from ..findings import Location
+from ..inventory.fingerprint import split_module
+from ..inventory.model import Inventory, ModuleFormat
+from .graph import WeightFlow, build_weight_flow
+
+
+@dataclass
+class Hit:
+    """One thing a check found; the engine adds the rule's code, name and metadata."""
+
+    key: str
+    fields: dict[str, Any]
+    location: Location
+    evidence: dict[str, Any] = field(default_factory=dict)
+    severity: str | None = None  # None: the rule's default
+    caused_by: str | None = None  # finding id ("MTP001:re:.*mtp.*")
+    basis: str = "probe"
+
+
+def is_quantized_method(method: str | None) -> bool:
+    return method is not None and not method.startswith("Unquantized")
+
+
+_MISSING_PARAM = re.compile(r"'([\w.]+)'")
+
+
+class Context:
+    def __init__(self, inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any]):
+        self.inventory = inventory
+        self.report = report
+        self.inputs = inputs
+        # (model, tensor) pairs a specific rule has explained; MTP008 reports the rest.
+        self.explained: set[tuple[str, str | None]] = set()
+        # Root causes other checks may link to: a label -> finding id.
+        self.causes: dict[str, str] = {}
+
+    # --- probe report views -------------------------------------------------------
+    @property
+    def vllm_version(self) -> str:
+        return str(self.report.get("vllm", {}).get("version"))
+
+    def decisions(self, model: str) -> list[dict[str, Any]]:
+        return [d for d in self.report.get("decisions", []) if d["model"] == model]
+
+    def params(self, model: str) -> dict[str, dict[str, Any]]:
+        return self.report.get("params", {}).get(model, {})
+
+    def load(self, model: str) -> dict[str, Any]:
+        return self.report.get("load", {}).get(model, {})
+
+    def decision_for_module_path(self, model: str, path: str) -> dict[str, Any] | None:
+        """The construction decision of the module at `path`, or of its closest ancestor."""
+        best = None
+        for d in self.decisions(model):
+            mod = d.get("module") or d["prefix"]
+            if path == mod or path.startswith(mod + "."):
+                if best is None or len(mod) > len(best.get("module") or best["prefix"]):
+                    best = d
+        return best
+
+    def module_of_param(self, model: str, param: str) -> str:
+        """The module path owning `param`, even when the param itself does not exist
+        (a KeyError names the parameter the loader looked for)."""
+        params = self.params(model)
+        module = param.rsplit(".", 1)[0]
+        while module:
+            if any(p.startswith(module + ".") for p in params):
+                return module
+            if "." not in module:
+                break
+            module = module.rsplit(".", 1)[0]
+        return param.rsplit(".", 1)[0]
+
+    def disk_format(self, tensor: str) -> ModuleFormat | None:
+        module, _leaf = split_module(tensor)
+        return self.inventory.modules.get(module)
+
+    def tensor_file(self, tensor: str | None) -> str:
+        if tensor and tensor in self.inventory.tensors:
+            return self.inventory.tensors[tensor].file
+        return self.inventory.config_path.name
+
+    def missing_param_in(self, error: dict[str, Any]) -> str | None:
+        if error.get("type") != "KeyError":
+            return None
+        m = _MISSING_PARAM.search(error.get("message", ""))
+        return m.group(1) if m else None
+
+    @cached_property
+    def flow(self) -> WeightFlow:
+        return build_weight_flow(self.report)
+
+    def config_location(self, key: str | None = None) -> Location:
+        return Location(file=self.inventory.config_path.name, config_key=key)

@@ -1,0 +1,66 @@
+"""The weight-flow graph: checkpoint tensors -> parameters they fed -> parameters shared.
+
+Nodes: ("tensor", name), ("param", model, name). Edges: "fed" (the dry-run load attributed
+the tensor to the parameter) and "shared" (after load, the proposer made the draft
+parameter the target's). A draft parameter is *initialized* when some tensor reaches it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+
+@dataclass
+class WeightFlow:
+    graph: nx.DiGraph
+
+    def initialized(self, model: str, param: str) -> bool:
+        node = ("param", model, param)
+        if node not in self.graph:
+            return False
+        # Shared parameters resolve to the target's; an edge draft -> target means
+        # "this draft slot is the target parameter", so follow it forwards too.
+        for target in self._resolved(node):
+            if any(pred[0] == "tensor" for pred in self.graph.predecessors(target)):
+                return True
+        return False
+
+    def _resolved(self, node: tuple) -> list[tuple]:
+        out = [node]
+        for succ in self.graph.successors(node):
+            if self.graph.edges[node, succ].get("kind") == "shared":
+                out.append(succ)
+        return out
+
+    def shared_with(self, model: str, param: str) -> str | None:
+        node = ("param", model, param)
+        if node not in self.graph:
+            return None
+        for succ in self.graph.successors(node):
+            if self.graph.edges[node, succ].get("kind") == "shared":
+                return succ[2]
+        return None
+
+    def consumers(self, tensor: str) -> list[tuple]:
+        node = ("tensor", tensor)
+        return list(self.graph.successors(node)) if node in self.graph else []
+
+
+def build_weight_flow(report: dict[str, Any]) -> WeightFlow:
+    g = nx.DiGraph()
+    for model, params in report.get("params", {}).items():
+        for name in params:
+            g.add_node(("param", model, name))
+    for model, load in report.get("load", {}).items():
+        for tensor, params in load.get("fed", {}).items():
+            for p in params:
+                g.add_edge(("tensor", tensor), ("param", model, p), kind="fed")
+        # load_weights() may also report parameters it filled without a weight_loader call
+        for p in load.get("loaded_params", []):
+            g.add_edge(("tensor", f"<{model} load_weights>"), ("param", model, p), kind="fed")
+    for draft_param, target_param in report.get("wiring", {}).get("shared", {}).items():
+        g.add_edge(("param", "draft", draft_param), ("param", "target", target_param), kind="shared")
+    return WeightFlow(g)

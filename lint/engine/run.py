@@ -1,0 +1,65 @@
+"""Evaluate the rules: inventory + probe report -> findings."""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+from ..checks import load_all
+from ..errors import MtplintError
+from ..findings import Finding, Fixes
+from ..inventory.model import Inventory
+from .context import Context
+from .loader import load_rules
+from .rule import Rule
+
+# Specific rules first: they mark the load errors they explain, and register the root
+# causes that later rules link their consequences to.
+ORDER = ("MTP001", "MTP011", "MTP009", "MTP002", "MTP003", "MTP006", "MTP004", "MTP005",
+         "MTP007", "MTP008")
+
+
+class _Lenient(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def format_message(rule: Rule, fields: dict[str, Any]) -> str:
+    return string.Formatter().vformat(rule.message, (), _Lenient(fields))
+
+
+def selected(rules: dict[str, Rule], select: list[str] | None, ignore: list[str] | None) -> list[Rule]:
+    def hit(code: str, pats: list[str]) -> bool:
+        return any(code.startswith(p.upper()) for p in pats)
+
+    out = [r for r in rules.values()
+           if (not select or hit(r.code, select)) and not (ignore and hit(r.code, ignore))]
+    order = {c: i for i, c in enumerate(ORDER)}
+    return sorted(out, key=lambda r: (order.get(r.code, len(order)), r.code))
+
+
+def evaluate(inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any], *,
+             select: list[str] | None = None, ignore: list[str] | None = None) -> tuple[list[Finding], list[Rule]]:
+    rules = load_rules()
+    checks = load_all()
+    ctx = Context(inventory, report, inputs)
+    findings: list[Finding] = []
+    evaluated = selected(rules, select, ignore)
+    for rule in evaluated:
+        fn = checks.get(rule.check)
+        if fn is None:
+            raise MtplintError(f"rule {rule.code} names check {rule.check!r}, which does not exist",
+                               path=rule.source_file)
+        for hit in fn(ctx, rule.options):
+            findings.append(Finding(
+                code=rule.code, name=rule.name, severity=hit.severity or rule.severity,
+                message=format_message(rule, hit.fields), location=hit.location,
+                evidence=hit.evidence, fixes=Fixes(patches=list(rule.fixes.get("patches", [])),
+                                                   artifact=list(rule.fixes.get("artifact", []))),
+                caused_by=hit.caused_by, key=hit.key, basis=hit.basis,
+            ))
+    ids = {f.id for f in findings}
+    for f in findings:
+        if f.caused_by not in ids:
+            f.caused_by = None  # the cause's rule was deselected or stayed silent
+    return findings, evaluated

@@ -1,0 +1,39 @@
+"""On-disk cache of probe reports, so a repeated lint of the same inputs skips vLLM."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("MTPLINT_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mtplint" / "probe"
+
+
+def load(key: str) -> dict[str, Any] | None:
+    path = cache_dir() / f"{key}.json.gz"
+    try:
+        with gzip.open(path, "rt") as f:
+            return json.load(f)
+    except (OSError, ValueError, EOFError):
+        return None  # absent or damaged: probe again
+
+
+def store(key: str, report: dict[str, Any]) -> None:
+    d = cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+        with os.fdopen(fd, "wb") as raw, gzip.open(raw, "wt", compresslevel=1) as f:
+            json.dump(report, f)
+        os.replace(tmp, d / f"{key}.json.gz")
+    except OSError:
+        pass  # a cache that cannot be written only costs time

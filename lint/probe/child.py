@@ -1,0 +1,151 @@
+"""Probe child: `python -m mtplint.probe.child REQUEST.json REPORT.json`.
+
+Runs in its own process (vLLM patches a lot at import and can crash or hang); the parent
+enforces the timeout and turns a crash into a clear error. Writes a versioned JSON report.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+REPORT_SCHEMA = "mtplint/probe/v1"
+
+
+def _params(model: Any) -> dict[str, dict[str, Any]]:
+    if model is None:
+        return {}
+    out = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        out[name] = {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."),
+                     "module_class": None}
+    for path, module in model.named_modules():
+        for pname, _ in module.named_parameters(recurse=False):
+            full = f"{path}.{pname}" if path else pname
+            if full in out:
+                out[full]["module_class"] = type(module).__name__
+    return out
+
+
+def _model_class(model: Any) -> str | None:
+    return None if model is None else f"{type(model).__module__}.{type(model).__qualname__}"
+
+
+def probe(request: dict[str, Any]) -> dict[str, Any]:
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    from . import runtime_shim
+
+    runtime_shim.install(tuple(request["sm"]), request["gpu_name"], request["gpu_memory"])
+    import vllm
+
+    from . import construct, dryrun, kernels, matchers, wiring
+    from .patches_bridge import apply_patches
+
+    timings["import"] = time.perf_counter() - t0
+    report: dict[str, Any] = {
+        "schema": REPORT_SCHEMA,
+        "vllm": {"version": getattr(vllm, "__version__", None), "commit": _commit()},
+        "request": {k: v for k, v in request.items() if k != "tensors_file"},
+        "stubbed_modules": list(runtime_shim.NATIVE_MODULES),
+    }
+    report["patches"] = apply_patches(request.get("patches", []))
+
+    t = time.perf_counter()
+    try:
+        built = construct.build(request)
+    except Exception as exc:  # config-level failure (SpeculativeConfig, ModelConfig)
+        from .frames import error_record
+
+        report["config_error"] = error_record(exc)
+        report["timings"] = timings
+        return report
+    timings["construct"] = time.perf_counter() - t
+    hf = built.spec_config.draft_model_config.hf_config
+    report["models"] = {
+        "target": {"class": _model_class(built.target),
+                   "architecture": built.vllm_config.model_config.architectures[0]},
+        "draft": {"class": _model_class(built.draft),
+                  "architecture": built.spec_config.draft_model_config.architectures[0],
+                  "n_predict": built.spec_config.num_speculative_tokens and getattr(
+                      built.spec_config.draft_model_config.hf_config, "n_predict", None)},
+    }
+    report["draft_hf_config"] = {k: v for k, v in hf.to_dict().items()
+                                 if isinstance(v, (int, float, str, bool, type(None), list))}
+    report["quant"] = {
+        "method": built.vllm_config.model_config.quantization,
+        "config_class": type(built.vllm_config.quant_config).__name__
+        if built.vllm_config.quant_config is not None else None,
+        "draft_method": getattr(built.spec_config, "quantization", None),
+    }
+    report["construction_errors"] = built.errors
+    report["decisions"] = [d.to_dict() for d in built.decisions]
+    report["params"] = {"target": _params(built.target), "draft": _params(built.draft)}
+
+    with open(request["tensors_file"]) as f:
+        tensors = [tuple(t) for t in json.load(f)]
+    report["load"] = {}
+    from vllm.config import set_current_vllm_config
+
+    for name, model in (("target", built.target), ("draft", built.draft)):
+        if model is None:
+            continue
+        t = time.perf_counter()
+        with set_current_vllm_config(built.vllm_config):
+            run = dryrun.run(model, tensors, mtp_completeness=(name == "draft"))
+        timings[f"load_{name}"] = time.perf_counter() - t
+        report["load"][name] = {
+            "fed": run.fed,
+            "errors": run.errors,
+            "loaded_params": sorted(run.loaded_params),
+            "params_hit": sorted(run.params_loaded_by_loader),
+            "completeness_error": run.completeness_error,
+        }
+
+    if built.target is not None and built.draft is not None:
+        t = time.perf_counter()
+        with set_current_vllm_config(built.vllm_config):
+            report["wiring"] = wiring.replay(built.draft, built.target, built.vllm_config,
+                                             built.spec_config)
+        timings["wiring"] = time.perf_counter() - t
+
+    qc = built.vllm_config.quant_config
+    if qc is not None:
+        t = time.perf_counter()
+        layers = [(d.model, d.prefix, d.layer) for d in built.decisions if d.layer is not None]
+        original = getattr(qc, "_mtplint_original_get_quant_method", qc.get_quant_method)
+        report["exclusions"] = matchers.match_entries(qc, original, layers)
+        timings["exclusions"] = time.perf_counter() - t
+    report["kernels"] = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])
+    timings["total"] = time.perf_counter() - t0
+    report["timings"] = timings
+    return report
+
+
+def _commit() -> str | None:
+    try:
+        from vllm import _version
+
+        return getattr(_version, "__commit_id__", None)
+    except Exception:
+        return None
+
+
+def main(argv: list[str]) -> int:
+    request_path, report_path = argv[1], argv[2]
+    with open(request_path) as f:
+        request = json.load(f)
+    report = probe(request)
+    tmp = report_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f)
+    import os
+
+    os.replace(tmp, report_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,213 @@
+"""Build vLLM's configs, target model and MTP draft on meta, recording every quant decision.
+
+Runs only in the probe child, after runtime_shim.install(). Uses vLLM's own config classes,
+SpeculativeConfig (which chooses the draft architecture and its config overrides) and
+initialize_model(), exactly as `vllm serve --speculative-config '{"method":"mtp",...}'` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class QuantDecision:
+    model: str  # "target" | "draft"
+    prefix: str  # the prefix vLLM passed to quant_config.get_quant_method(layer, prefix)
+    layer_class: str
+    method: str | None  # class name of the returned quant method (None: quant_config returned None)
+    scheme: str | None = None  # compressed-tensors scheme class, when chosen
+    module: str | None = None  # the module's path in named_modules(), filled after construction
+    layer: Any = field(default=None, repr=False, compare=False)  # not serialized
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "layer"}
+
+
+@dataclass
+class Built:
+    vllm_config: Any
+    spec_config: Any
+    target: Any = None
+    draft: Any = None
+    decisions: list[QuantDecision] = field(default_factory=list)
+    errors: dict[str, dict[str, Any]] = field(default_factory=dict)  # model -> error record
+
+
+def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase: list[str]) -> None:
+    original = quant_config.get_quant_method
+    quant_config._mtplint_original_get_quant_method = original
+
+    def recording_get_quant_method(layer: Any, prefix: str) -> Any:
+        method = original(layer, prefix)
+        scheme = getattr(layer, "scheme", None)
+        sink.append(QuantDecision(
+            model=phase[0], prefix=prefix, layer_class=type(layer).__name__,
+            method=type(method).__name__ if method is not None else None,
+            scheme=type(scheme).__name__ if scheme is not None else None,
+            layer=layer,
+        ))
+        return method
+
+    quant_config.get_quant_method = recording_get_quant_method
+
+
+def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
+    from vllm.config import (
+        DeviceConfig, LoadConfig, ModelConfig, ParallelConfig, SpeculativeConfig, VllmConfig,
+    )
+
+    serve = request.get("serve_args", {})
+    model_config = ModelConfig(
+        model=request["config_dir"],
+        skip_tokenizer_init=True,
+        trust_remote_code=False,
+        **({"dtype": serve["dtype"]} if serve.get("dtype") else {}),
+    )
+    parallel_config = ParallelConfig(tensor_parallel_size=request["tensor_parallel_size"])
+    spec_config = SpeculativeConfig(
+        method="mtp",
+        num_speculative_tokens=request["num_speculative_tokens"],
+        target_model_config=model_config,
+        target_parallel_config=parallel_config,
+    )
+    extra: dict[str, Any] = {}
+    if serve.get("kv_cache_dtype"):
+        from vllm.config import CacheConfig
+        extra["cache_config"] = CacheConfig(cache_dtype=serve["kv_cache_dtype"])
+    vllm_config = VllmConfig(
+        model_config=model_config,
+        parallel_config=parallel_config,
+        speculative_config=spec_config,
+        device_config=DeviceConfig(device="cuda"),
+        load_config=LoadConfig(load_format="dummy"),
+        **extra,
+    )
+    return vllm_config, spec_config
+
+
+def init_parallel(tensor_parallel_size: int) -> None:
+    """A single-process gloo group, then made to report world size N at rank 0, so
+    per-rank shapes and divisibility checks in vLLM's layers are the real ones for TP=N."""
+    from vllm.distributed import init_distributed_environment, initialize_model_parallel
+    from vllm.distributed.parallel_state import get_tp_group, model_parallel_is_initialized
+
+    if not model_parallel_is_initialized():
+        port = 20000 + os.getpid() % 20000
+        init_distributed_environment(world_size=1, rank=0, local_rank=0,
+                                     distributed_init_method=f"tcp://127.0.0.1:{port}",
+                                     backend="gloo")
+        initialize_model_parallel(1, 1)
+    if tensor_parallel_size > 1:
+        group = get_tp_group()
+        group.world_size = tensor_parallel_size
+        group.rank_in_group = 0
+        group.ranks = list(range(tensor_parallel_size))
+
+
+def _error_record(exc: BaseException) -> dict[str, Any]:
+    from .frames import error_record
+
+    return error_record(exc)
+
+
+def build(request: dict[str, Any]) -> Built:
+    import torch  # noqa: F401
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    from .runtime_shim import meta_device_mode
+
+    vllm_config, spec_config = make_configs(request)
+    built = Built(vllm_config=vllm_config, spec_config=spec_config)
+    phase = ["target"]
+    if vllm_config.quant_config is not None:
+        _record_quant_decisions(vllm_config.quant_config, built.decisions, phase)
+
+    draft_vllm_config = draft_config_for(vllm_config, spec_config)
+    with set_current_vllm_config(vllm_config):
+        init_parallel(request["tensor_parallel_size"])
+        with set_default_torch_dtype(vllm_config.model_config.dtype), meta_device_mode():
+            try:
+                built.target = initialize_model(vllm_config=vllm_config)
+            except Exception as exc:  # construction failures are findings (MTP009)
+                built.errors["target"] = _error_record(exc)
+    phase[0] = "draft"
+    with set_current_vllm_config(draft_vllm_config):
+        draft_model_config = spec_config.draft_model_config
+        with set_default_torch_dtype(draft_model_config.dtype), meta_device_mode():
+            try:
+                built.draft = initialize_model(vllm_config=draft_vllm_config,
+                                               model_config=draft_model_config)
+            except Exception as exc:
+                built.errors["draft"] = _error_record(exc)
+    _attach_module_paths(built)
+    return built
+
+
+def draft_config_for(vllm_config: Any, spec_config: Any) -> Any:
+    """The VllmConfig the speculative proposer builds its draft with (vLLM's own code
+    where the probed version has it)."""
+    proposer_cls = find_proposer_class()
+    if proposer_cls is not None and hasattr(proposer_cls, "_create_draft_vllm_config"):
+        fake = _FakeProposer(vllm_config=vllm_config, speculative_config=spec_config)
+        with contextlib.suppress(Exception):
+            return proposer_cls._create_draft_vllm_config(fake)
+    return vllm_config
+
+
+class _FakeProposer:
+    """Just the attributes the proposer's config and wiring helpers read."""
+
+    def __init__(self, **attrs: Any):
+        self.__dict__.update(attrs)
+
+    def __getattr__(self, item: str) -> Any:
+        # Flags the helpers consult for unrelated features (local argmax, parallel
+        # drafting...) read as "off".
+        if item.startswith("__"):
+            raise AttributeError(item)
+        return None
+
+
+def find_proposer_class() -> Any:
+    import importlib
+
+    for mod_name, cls_name in (
+        ("vllm.v1.spec_decode.llm_base_proposer", "SpecDecodeBaseProposer"),
+        ("vllm.v1.spec_decode.eagle", "EagleProposer"),
+    ):
+        try:
+            mod = importlib.import_module(mod_name)
+        except Exception:
+            continue
+        cls = getattr(mod, cls_name, None)
+        if cls is None:
+            for value in vars(mod).values():
+                if isinstance(value, type) and hasattr(value, "_maybe_share_lm_head"):
+                    cls = value
+                    break
+        if cls is not None:
+            return cls
+    return None
+
+
+def _attach_module_paths(built: Built) -> None:
+    """Pair each recorded construction prefix with the module's path in named_modules()
+    (they differ for MTP blocks: `model.layers.43.ffn.experts` is built inside
+    `model.layers.43.mtp_block`)."""
+    for model_name, model in (("target", built.target), ("draft", built.draft)):
+        if model is None:
+            continue
+        by_prefix: dict[str, str] = {}
+        for path, module in model.named_modules():
+            prefix = getattr(module, "prefix", None) or getattr(module, "layer_name", None)
+            if isinstance(prefix, str):
+                by_prefix.setdefault(prefix, path)
+        for d in built.decisions:
+            if d.model == model_name and d.module is None:
+                d.module = by_prefix.get(d.prefix)

@@ -1,0 +1,137 @@
+"""Dry-run a model's own load_weights() with meta tensors made from safetensors headers.
+
+vLLM's real name remapping, stacking and weight loaders run (shape asserts included);
+no byte of weight data is read. Every checkpoint tensor is attributed to the parameters
+its loading fed, and loading resumes after an error so one run reports every problem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from .frames import error_record
+
+TORCH_DTYPES = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "I32": "int32",
+    "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
+    "F32": "float32", "F64": "float64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+    "F8_E8M0": "float8_e8m0fnu",
+}
+
+
+@dataclass
+class DryRun:
+    fed: dict[str, list[str]] = field(default_factory=dict)  # checkpoint tensor -> params it fed
+    errors: list[dict[str, Any]] = field(default_factory=list)  # each with "tensor"
+    loaded_params: set[str] = field(default_factory=set)  # what load_weights returned
+    params_loaded_by_loader: set[str] = field(default_factory=set)
+    completeness_error: dict[str, Any] | None = None
+    seconds: float = 0.0
+
+
+def meta_tensor(dtype: str, shape: list[int]) -> Any:
+    import torch
+
+    return torch.empty(shape, dtype=getattr(torch, TORCH_DTYPES[dtype]), device="meta")
+
+
+class _Attribution:
+    """Wraps every parameter's weight_loader so a call is attributed to the current key."""
+
+    def __init__(self, model: Any):
+        from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+
+        self.current: str | None = None
+        self.fed: dict[str, list[str]] = {}
+        self.params_hit: set[str] = set()
+        self._restore: list[tuple[Any, Any, bool]] = []
+        for name, param in model.named_parameters(remove_duplicate=False):
+            original = getattr(param, "weight_loader", None)
+            had_own = original is not None
+            loader = original if had_own else default_weight_loader
+            self._wrap(param, name, loader, had_own)
+
+    def _wrap(self, param: Any, name: str, loader: Any, had_own: bool) -> None:
+        def attributed(*args: Any, **kwargs: Any) -> Any:
+            result = loader(*args, **kwargs)
+            # FusedMoE loaders report "not mine" through return_success=False.
+            if result is not False and self.current is not None:
+                self.fed.setdefault(self.current, []).append(name)
+                self.params_hit.add(name)
+            return result
+
+        try:
+            param.weight_loader = attributed
+        except AttributeError:
+            return
+        self._restore.append((param, loader, had_own))
+
+    def restore(self) -> None:
+        for param, loader, had_own in self._restore:
+            if had_own:
+                param.weight_loader = loader
+            else:
+                with contextlib.suppress(AttributeError):
+                    del param.weight_loader
+
+
+def run(model: Any, tensors: list[tuple[str, str, list[int]]], *,
+        mtp_completeness: bool = False) -> DryRun:
+    """Feed `tensors` (name, dtype, shape) to model.load_weights; resume after errors."""
+    import time
+
+    from vllm.model_executor.model_loader.mtp_validation import disable_mtp_completeness_check
+
+    started = time.perf_counter()
+    result = DryRun()
+    attribution = _Attribution(model)
+    failed: set[str] = set()
+    position = 0
+
+    def feed(start: int) -> Iterator[tuple[str, Any]]:
+        nonlocal position
+        for i in range(start, len(tensors)):
+            name, dtype, shape = tensors[i]
+            position = i
+            attribution.current = name
+            yield name, meta_tensor(dtype, shape)
+        position = len(tensors)
+        attribution.current = None
+
+    try:
+        start = 0
+        while start <= len(tensors):
+            with disable_mtp_completeness_check():
+                try:
+                    loaded = model.load_weights(feed(start))
+                    if loaded:
+                        result.loaded_params |= set(loaded)
+                    break
+                except Exception as exc:
+                    # The key the generator last handed out is the one being loaded.
+                    culprit = tensors[position][0] if position < len(tensors) else None
+                    record = error_record(exc)
+                    record["tensor"] = culprit
+                    result.errors.append(record)
+                    if culprit is None or culprit in failed:
+                        break
+                    failed.add(culprit)
+                    start = position + 1
+        if mtp_completeness:
+            # vLLM validates completeness at the end of one load_weights() call, so it is
+            # run once over every tensor that loaded cleanly (a replay, cheap for drafts).
+            clean = [t for t in tensors if t[0] not in failed]
+            try:
+                model.load_weights((n, meta_tensor(d, s)) for n, d, s in clean)
+            except ValueError as exc:
+                result.completeness_error = error_record(exc)
+            except Exception:
+                pass  # already reported by the first pass
+    finally:
+        attribution.restore()
+    result.fed = attribution.fed
+    result.params_loaded_by_loader = attribution.params_hit
+    result.seconds = time.perf_counter() - started
+    return result

@@ -1,0 +1,210 @@
+"""Parent side of the probe: run the child, enforce the timeout, cache the report.
+
+The child is `python -m mtplint.probe.child` in the current interpreter, or in another one
+(`--vllm-python`) that has vLLM but maybe not mtplint: a temporary directory holding a
+link named `mtplint` to this package is put on its PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import BadInput, ProbeFailure
+from ..inventory.model import Inventory
+from . import cache
+
+DEFAULT_TIMEOUT = 600.0
+PROBE_VERSION = "1"  # bump when the report format or what the child records changes
+
+
+@dataclass
+class ProbeRequest:
+    sm: tuple[int, int]
+    gpu_name: str
+    gpu_memory: int
+    num_speculative_tokens: int = 1
+    tensor_parallel_size: int = 1
+    patches: list[str] = field(default_factory=list)
+    serve_args: dict[str, Any] = field(default_factory=dict)
+    python: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+
+    def key_fields(self) -> dict[str, Any]:
+        return {"sm": list(self.sm), "gpu_name": self.gpu_name,
+                "num_speculative_tokens": self.num_speculative_tokens,
+                "tensor_parallel_size": self.tensor_parallel_size,
+                "patches": sorted(self.patches), "serve_args": self.serve_args}
+
+
+def _package_dir() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def vllm_identity(python: str | None) -> dict[str, Any]:
+    """vLLM's version and commit in the interpreter that will be probed, without importing
+    vLLM itself (that costs ~10 s): read from its installed metadata and _version.py."""
+    code = (
+        "import importlib.metadata as m, importlib.util as u, json, re, pathlib\n"
+        "v = None\n"
+        "try: v = m.version('vllm')\n"
+        "except Exception: pass\n"
+        "c = None\n"
+        "s = u.find_spec('vllm')\n"
+        "if s and s.origin:\n"
+        "    p = pathlib.Path(s.origin).parent / '_version.py'\n"
+        "    if p.exists():\n"
+        "        t = p.read_text()\n"
+        "        mm = re.search(r\"__commit_id__\\s*=\\s*(?:commit_id\\s*=\\s*)?['\\\"]([^'\\\"]+)['\\\"]\", t)\n"
+        "        c = mm.group(1) if mm else None\n"
+        "print(json.dumps({'version': v, 'commit': c, 'python': __import__('sys').executable}))\n"
+    )
+    exe = python or sys.executable
+    try:
+        out = subprocess.run([exe, "-c", code], capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise BadInput(f"--vllm-python {exe}: no such interpreter") from None
+    except subprocess.TimeoutExpired:
+        raise ProbeFailure(f"{exe}: timed out while reading vLLM's version") from None
+    if out.returncode != 0:
+        raise ProbeFailure(f"{exe}: could not read vLLM's version: {out.stderr.strip()[-500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def check_vllm_commit(wanted: str | None, identity: dict[str, Any]) -> None:
+    if not wanted:
+        return
+    version, commit = identity.get("version"), identity.get("commit")
+    if version is None:
+        raise BadInput(f"no vLLM is installed in {identity.get('python')}; install it or pass "
+                       "--vllm-python PATH to an interpreter that has it")
+    w = wanted.lower().removeprefix("v")
+    candidates = [version.lower()]
+    if commit:
+        c = commit.lower()
+        candidates += [c, c.removeprefix("g")]
+    if any(x == w or (len(w) >= 7 and x.startswith(w.removeprefix("g"))) for x in candidates):
+        return
+    raise BadInput(
+        f"--vllm-commit {wanted} does not match the vLLM that would be probed: version {version}, "
+        f"commit {commit} in {identity.get('python')}. Install that vLLM (scripts/setup.sh "
+        f"pins the supported one) or point --vllm-python at an interpreter that has it."
+    )
+
+
+def cache_key(inventory: Inventory, request: ProbeRequest, identity: dict[str, Any]) -> str:
+    h = hashlib.sha256()
+    h.update(PROBE_VERSION.encode())
+    h.update(json.dumps([identity.get("version"), identity.get("commit"), identity.get("python")]).encode())
+    h.update(inventory.config_path.read_bytes())
+    if inventory.hf_quant_config is not None:
+        h.update(json.dumps(inventory.hf_quant_config, sort_keys=True).encode())
+    h.update(inventory.digest.encode())
+    h.update(json.dumps(request.key_fields(), sort_keys=True).encode())
+    h.update(_source_digest().encode())
+    return h.hexdigest()
+
+
+def _source_digest() -> str:
+    """The probe's own code is part of the key: a changed probe must not serve old reports."""
+    h = hashlib.sha256()
+    for p in sorted((_package_dir() / "probe").glob("*.py")) + sorted((_package_dir() / "patches").glob("*.py")):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def run_probe(inventory: Inventory, request: ProbeRequest, *,
+              identity: dict[str, Any] | None = None, use_cache: bool = True,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    identity = identity or vllm_identity(request.python)
+    key = cache_key(inventory, request, identity)
+    if use_cache:
+        hit = cache.load(key)
+        if hit is not None:
+            hit["cached"] = True
+            return hit
+    with tempfile.TemporaryDirectory(prefix="mtplint-probe-") as tmp:
+        report = _run_child(inventory, request, Path(tmp), progress)
+    report["cached"] = False
+    if use_cache:
+        cache.store(key, report)
+    return report
+
+
+def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
+               progress: Callable[[str], None] | None) -> dict[str, Any]:
+    config_dir = tmp / "config"
+    config_dir.mkdir()
+    # vLLM reads only configuration from the model directory here; the weights come
+    # from the inventory as meta tensors.
+    (config_dir / "config.json").write_bytes(inventory.config_path.read_bytes())
+    for extra in ("hf_quant_config.json", "generation_config.json"):
+        src = inventory.root / extra
+        if src.is_file():
+            (config_dir / extra).write_bytes(src.read_bytes())
+    tensors_file = tmp / "tensors.json"
+    tensors_file.write_text(json.dumps(
+        [[t.name, t.dtype, list(t.shape)] for t in inventory.tensors.values()]))
+    req = {
+        "config_dir": str(config_dir), "tensors_file": str(tensors_file),
+        "sm": list(request.sm), "gpu_name": request.gpu_name, "gpu_memory": request.gpu_memory,
+        "num_speculative_tokens": request.num_speculative_tokens,
+        "tensor_parallel_size": request.tensor_parallel_size,
+        "patches": request.patches, "serve_args": request.serve_args,
+    }
+    req_file, report_file = tmp / "request.json", tmp / "report.json"
+    req_file.write_text(json.dumps(req))
+    env = dict(os.environ)
+    link_dir = tmp / "pkg"
+    link_dir.mkdir()
+    (link_dir / "mtplint").symlink_to(_package_dir(), target_is_directory=True)
+    env["PYTHONPATH"] = os.pathsep.join([str(link_dir)] + [p for p in [env.get("PYTHONPATH")] if p])
+    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    env["VLLM_CONFIGURE_LOGGING"] = "1"
+    env.setdefault("CUDA_VISIBLE_DEVICES", "")
+    env["MTPLINT_PROBE_CHILD"] = "1"
+    cmd = [request.python or sys.executable, "-m", "mtplint.probe.child", str(req_file), str(report_file)]
+    if progress:
+        progress("probing vLLM (import, construct target + MTP draft on meta, dry-run load)")
+    stderr_file = tmp / "stderr.txt"
+    started = time.perf_counter()
+    with open(stderr_file, "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env, cwd=tmp,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=request.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise ProbeFailure(
+                f"the vLLM probe did not finish within {request.timeout:.0f} s and was killed "
+                f"(raise --probe-timeout if the machine is slow)",
+                detail=_tail(stderr_file)) from None
+    elapsed = time.perf_counter() - started
+    if rc != 0:
+        how = f"was killed by signal {-rc} ({signal.Signals(-rc).name})" if rc < 0 else f"exited with status {rc}"
+        raise ProbeFailure(f"the vLLM probe {how}", detail=_tail(stderr_file))
+    try:
+        report = json.loads(report_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise ProbeFailure(f"the vLLM probe wrote no readable report ({exc})", detail=_tail(stderr_file)) from None
+    report["seconds"] = elapsed
+    return report
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])

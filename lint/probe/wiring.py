@@ -1,0 +1,50 @@
+"""Replay the post-load wiring vLLM's speculative proposer performs for an MTP draft.
+
+After loading, the proposer replaces the draft's embedding, lm_head and (since 0.26)
+each MTP layer's shared_head.head with the target's modules, and shares buffers such as
+topk_indices_buffer. Which parameters end up shared decides whether a never-loaded draft
+parameter is harmless or a 0%-acceptance bug, so the probe runs vLLM's own helpers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .construct import _FakeProposer, find_proposer_class
+from .frames import error_record
+
+
+def replay(draft: Any, target: Any, vllm_config: Any, spec_config: Any) -> dict[str, Any]:
+    proposer_cls = find_proposer_class()
+    report: dict[str, Any] = {"proposer": None, "steps": [], "shared": {}, "errors": []}
+    if proposer_cls is None:
+        report["errors"].append({"type": "NotFound", "message": "no speculative proposer class found"})
+        return report
+    report["proposer"] = f"{proposer_cls.__module__}.{proposer_cls.__qualname__}"
+    fake = _FakeProposer(model=draft, vllm_config=vllm_config, speculative_config=spec_config,
+                         draft_model_config=spec_config.draft_model_config)
+    target_lm = target
+    get_language_model = getattr(target, "get_language_model", None)
+    if callable(get_language_model):
+        try:
+            target_lm = get_language_model()
+        except Exception:
+            target_lm = target
+    for step in ("_maybe_share_embeddings", "_maybe_share_lm_head"):
+        fn = getattr(proposer_cls, step, None)
+        if fn is None:
+            continue
+        try:
+            fn(fake, target_lm)
+            report["steps"].append(step)
+        except Exception as exc:
+            # Steps past what a meta model can answer (e.g. multimodal bookkeeping)
+            # are reported, not fatal: sharing already done stays done.
+            rec = error_record(exc)
+            rec["step"] = step
+            report["errors"].append(rec)
+    target_ids = {id(p): name for name, p in target.named_parameters(remove_duplicate=False)}
+    for name, p in fake.model.named_parameters(remove_duplicate=False):
+        if id(p) in target_ids:
+            report["shared"][name] = target_ids[id(p)]
+    return report

@@ -1,0 +1,109 @@
+"""Bad input: one line naming the file and the problem, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures.sparse import write_sparse
+
+MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*MTPLINT, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def assert_bad_input(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    for n in needles:
+        assert n in line, line
+
+
+def checkpoint(tmp_path: Path, config: str | None = '{"model_type": "llama"}') -> Path:
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    if config is not None:
+        (d / "config.json").write_text(config)
+    return d
+
+
+def test_missing_directory(tmp_path):
+    assert_bad_input(run(str(tmp_path / "nope")), "nope")
+
+
+def test_no_config(tmp_path):
+    d = checkpoint(tmp_path, config=None)
+    write_sparse(d / "model.safetensors", [("w", "BF16", (4, 4))])
+    assert_bad_input(run(str(d)), "config.json")
+
+
+def test_invalid_config_json(tmp_path):
+    d = checkpoint(tmp_path, config='{"model_type": ')
+    write_sparse(d / "model.safetensors", [("w", "BF16", (4, 4))])
+    assert_bad_input(run(str(d)), "config.json", "line 1")
+
+
+def test_truncated_header(tmp_path):
+    d = checkpoint(tmp_path)
+    (d / "model.safetensors").write_bytes((1000).to_bytes(8, "little") + b'{"w": ')
+    assert_bad_input(run(str(d)), "model.safetensors")
+
+
+def test_not_safetensors(tmp_path):
+    d = checkpoint(tmp_path)
+    (d / "model.safetensors").write_bytes(b"PK\x03\x04 this is a zip file, not safetensors")
+    assert_bad_input(run(str(d)), "model.safetensors")
+
+
+def test_index_names_missing_shard(tmp_path):
+    d = checkpoint(tmp_path)
+    write_sparse(d / "model-00001-of-00002.safetensors", [("a", "BF16", (4, 4))])
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": {
+        "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    assert_bad_input(run(str(d)), "model-00002-of-00002.safetensors")
+
+
+def test_unknown_gpu_is_usage_error(tmp_path):
+    d = checkpoint(tmp_path)
+    write_sparse(d / "model.safetensors", [("w", "BF16", (4, 4))])
+    assert_bad_input(run(str(d), "--gpu", "voodoo5"), "voodoo5")
+
+
+def test_click_usage_errors_exit_2(tmp_path):
+    proc = run(str(tmp_path), "--num-speculative-tokens", "zero")
+    assert proc.returncode == 2
+    proc = run(str(tmp_path), "--no-such-flag")
+    assert proc.returncode == 2
+
+
+def test_vllm_commit_mismatch(tmp_path):
+    d = checkpoint(tmp_path)
+    write_sparse(d / "model.safetensors", [("w", "BF16", (4, 4))])
+    proc = run(str(d), "--vllm-commit", "0.1.2")
+    assert_bad_input(proc, "--vllm-commit 0.1.2", "0.33.0")
+
+
+@pytest.mark.parametrize("code", ["MTP002", "mtp002"])
+def test_rule_explains_itself(code):
+    proc = run("rule", code)
+    assert proc.returncode == 0, proc.stderr
+    assert "MTP002" in proc.stdout and "## Why it breaks" in proc.stdout and "## Fix" in proc.stdout
+
+
+def test_unknown_rule_exit_2():
+    assert run("rule", "MTP999").returncode == 2
+
+
+def test_rules_lists_every_rule_file():
+    proc = run("rules")
+    assert proc.returncode == 0
+    codes = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
+    shipped = {p.stem for p in (Path(__file__).parent.parent / "rules").glob("MTP*.toml")}
+    assert codes == shipped and shipped
