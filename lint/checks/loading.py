@@ -17,6 +17,12 @@ def _error_module(ctx: Context, model: str, err: dict[str, Any]) -> str | None:
     missing = ctx.missing_param_in(err)
     if missing:
         return ctx.module_of_param(model, missing)
+    # Shape asserts do not name the parameter; when the checkpoint name is already the
+    # runtime module path (most loaders), that module is the one.
+    tensor = err.get("tensor") or ""
+    module = tensor.rsplit(".", 1)[0]
+    if any(p.startswith(module + ".") for p in ctx.params(model)):
+        return module
     return None
 
 

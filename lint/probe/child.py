@@ -115,6 +115,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     if qc is not None:
         t = time.perf_counter()
         layers = [(d.model, d.prefix, d.layer) for d in built.decisions if d.layer is not None]
+        seen = {(m, p) for m, p, _ in layers}
+        layers += [(m, p, None) for m, p in built.prefixes if (m, p) not in seen]
         original = getattr(qc, "_mtplint_original_get_quant_method", qc.get_quant_method)
         report["exclusions"] = matchers.match_entries(qc, original, layers)
         timings["exclusions"] = time.perf_counter() - t

@@ -35,6 +35,9 @@ class Built:
     draft: Any = None
     decisions: list[QuantDecision] = field(default_factory=list)
     errors: dict[str, dict[str, Any]] = field(default_factory=dict)  # model -> error record
+    # Every (model, prefix) a module was constructed with, including layers built without
+    # asking the quant config (routers, nn.Linear-like ReplicatedLinear(quant_config=None)).
+    prefixes: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase: list[str]) -> None:
@@ -206,8 +209,9 @@ def _attach_module_paths(built: Built) -> None:
         by_prefix: dict[str, str] = {}
         for path, module in model.named_modules():
             prefix = getattr(module, "prefix", None) or getattr(module, "layer_name", None)
-            if isinstance(prefix, str):
+            if isinstance(prefix, str) and prefix:
                 by_prefix.setdefault(prefix, path)
         for d in built.decisions:
             if d.model == model_name and d.module is None:
                 d.module = by_prefix.get(d.prefix)
+        built.prefixes += [(model_name, p) for p in by_prefix]

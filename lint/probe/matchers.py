@@ -120,6 +120,7 @@ def match_entries(quant_config: Any, get_quant_method: Any,
         return {"attr": attr, "matcher": "direct", "entries": result, "errors": errors}
     empty: Any = {} if isinstance(full, dict) else []
     baseline: dict[tuple[str, str], bool | None] = {}
+    layers = [t for t in layers if t[2] is not None]  # re-asking needs the layer object
     with _narrowed(quant_config, attr, empty):
         for model, prefix, layer in layers:
             baseline[(model, prefix)] = _excluded(quant_config, get_quant_method, layer, prefix)

@@ -214,6 +214,9 @@ def install_cuda_inert_objects() -> None:
     torch.cuda.set_device = lambda *a, **k: None  # type: ignore[assignment]
     torch.cuda.synchronize = lambda *a, **k: None  # type: ignore[assignment]
     torch.cuda.empty_cache = lambda *a, **k: None  # type: ignore[assignment]
+    # Some layers allocate on `current_platform.current_device()`; the meta mode then
+    # moves the allocation to meta, so any device index will do.
+    torch.cuda.current_device = lambda: 0  # type: ignore[assignment]
 
 
 def install_platform(sm: tuple[int, int], device_name: str, total_memory: int) -> Any:

@@ -1,0 +1,69 @@
+"""Every rule case in tests/cases/*.toml, linted through the real vLLM probe."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fixtures.build import cached_build
+
+CASES_DIR = Path(__file__).parent / "cases"
+RULES_DIR = Path(__file__).parent.parent / "rules"
+
+
+def load_cases() -> list[dict]:
+    cases = []
+    for f in sorted(CASES_DIR.glob("*.toml")):
+        cases += tomllib.loads(f.read_text())["case"]
+    return cases
+
+
+CASES = load_cases()
+
+
+@pytest.fixture(scope="session")
+def probe_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("probe-cache")
+
+
+def lint(path: Path, args: list[str], cache: Path) -> tuple[int, dict]:
+    env = dict(os.environ, MTPLINT_CACHE_DIR=str(cache))
+    proc = subprocess.run([sys.executable, "-m", "mtplint.cli_main", str(path), "--format", "json", "-q", *args],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_rule_case(case, probe_cache):
+    rc, report = lint(cached_build(case["recipe"]), case["args"], probe_cache)
+    codes = {f["code"] for f in report["findings"]}
+    for code in case["fires"]:
+        assert code in codes, f"{code} did not fire; findings: {sorted(codes)}"
+    for code in case["silent"]:
+        assert code not in codes, f"{code} fired: {[f['message'] for f in report['findings'] if f['code'] == code]}"
+    if "max_errors" in case:
+        errors = [f for f in report["findings"] if f["severity"] == "error"]
+        assert len(errors) <= case["max_errors"], [f["message"] for f in errors]
+        assert rc == 0
+    for code, needle in case.get("message_contains", {}).items():
+        assert any(needle in f["message"] for f in report["findings"] if f["code"] == code)
+    for code, needle in case.get("evidence_contains", {}).items():
+        assert any(needle in json.dumps(f["evidence"]) or needle in f["message"]
+                   for f in report["findings"] if f["code"] == code), needle
+    assert report["vllm"]["version"] == "0.33.0"
+
+
+def test_every_rule_fires_and_stays_silent_somewhere():
+    shipped = {p.stem for p in RULES_DIR.glob("MTP*.toml")}
+    fires = {c for case in CASES for c in case["fires"]}
+    silent = {c for case in CASES for c in case["silent"]}
+    assert shipped, "no rules shipped"
+    assert not shipped - fires, f"rules with no firing case: {sorted(shipped - fires)}"
+    assert not shipped - silent, f"rules with no silent case: {sorted(shipped - silent)}"
