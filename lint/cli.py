@@ -106,6 +106,12 @@ def _check(path: Path, s: dict[str, Any], debug: bool) -> int:
 
     say = _progress(s["quiet"])
     gpu = resolve(s.get("gpu"), s.get("sm"))
+    from .patches.registry import PATCHES
+
+    unknown = [p for p in s["patches"] if p not in PATCHES]
+    if unknown:
+        raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; "
+                       f"bundled: {', '.join(PATCHES) or 'none yet'}")
     if say:
         say(f"reading safetensors headers in {path}")
     inventory = load_inventory(path)

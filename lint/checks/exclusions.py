@@ -79,13 +79,18 @@ def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
             continue
         meant = _ondisk_modules_meant(entry, ondisk_modules)
         prefixes = _runtime_prefixes_for(ctx, meant)
-        mtp_intent = "mtp" in entry.lower() or any(m.startswith("mtp.") or ".mtp." in m for m in meant)
+        markers = [m.lower() for m in options.get("mtp_markers", ["mtp"])]
+        mtp_intent = any(m in entry.lower() for m in markers) or any(
+            m.startswith("mtp.") or ".mtp." in m for m in meant)
+        # A dead entry aimed at the MTP block, or written for modules that exist on disk,
+        # changes what vLLM builds; any other dead entry is only clutter.
+        is_error = (options.get("error_when_mtp_looking", True) and mtp_intent) or (
+            options.get("error_when_on_disk_name", True) and bool(meant))
         hit = Hit(
             key=entry,
-            fields={"entry": entry, "key": key, "suggestion": _suggest(prefixes)},
+            fields={"entry": entry, "key": key, "suggestion": _suggest(prefixes) or "none found"},
             location=ctx.config_location(key),
-            # A dead entry written for modules that exist on disk changes what gets built.
-            severity="error" if meant else "warning",
+            severity="error" if is_error else "warning",
             evidence={"matcher": ex.get("matcher"), "ondisk_modules_matched": meant[:8],
                       "ondisk_modules_matched_count": len(meant),
                       "runtime_prefixes": [f"{m}:{p}" for m, p in prefixes][:12],

@@ -18,6 +18,10 @@ def next_n_kernel_support(ctx: Context, options: dict) -> list[Hit]:
     # "fallback": this vLLM flattens the query (slower, correct). "unsupported": it would
     # assert at startup. "unknown": no predicate to ask; reported as info.
     severity = {"fallback": "warning", "unsupported": "error", "unknown": "info"}.get(status)
+    if status == "unknown" and k.get("next_n") not in options.get("legacy_native_next_n", [1, 2]):
+        # No native-decode predicate means no flattened fallback either: vLLM builds of
+        # that age hand next_n straight to DeepGEMM, which asserts next_n in {1, 2}.
+        severity = "error"
     return [Hit(key=f"next_n={k.get('next_n')}", fields=fields, severity=severity,
                 location=ctx.config_location("num_nextn_predict_layers"),
                 evidence={"checks": k.get("checks", [])})]

@@ -8,17 +8,13 @@ import re
 from ..engine.context import Context, Hit
 from . import check
 
-# Parameters with construction-time defaults that checkpoints legitimately omit
-# (attention KV scales of ModelOpt/FP8 models; vLLM's loader does not require them).
-OPTIONAL_PARAM = re.compile(r"\.(k_scale|v_scale|q_scale|prob_scale|input_scale|output_scale)$")
 HEAD_OR_EMBED = re.compile(r"(^|\.)(shared_head\.head|lm_head|embed_tokens|embedding)\.weight$")
 
 
 def _unreached(ctx: Context) -> list[str]:
     if "draft" not in ctx.report.get("load", {}):
         return []  # the draft never loaded: construction/config findings explain it
-    return [p for p in ctx.params("draft")
-            if not OPTIONAL_PARAM.search(p) and not ctx.flow.initialized("draft", p)]
+    return [p for p in ctx.params("draft") if not ctx.flow.initialized("draft", p)]
 
 
 @check
@@ -26,7 +22,7 @@ def draft_head_embed_unreachable(ctx: Context, options: dict) -> list[Hit]:
     hits = []
     wiring = ctx.report.get("wiring", {})
     for p in _unreached(ctx):
-        if not HEAD_OR_EMBED.search(p):
+        if not HEAD_OR_EMBED.search(p) or p.rsplit(".", 1)[-1] != "weight":
             continue
         role = "embedding" if "embed" in p else "lm head"
         hits.append(Hit(
@@ -43,6 +39,9 @@ def draft_head_embed_unreachable(ctx: Context, options: dict) -> list[Hit]:
 
 @check
 def draft_params_never_loaded(ctx: Context, options: dict) -> list[Hit]:
+    # Parameters with a construction-time default that checkpoints legitimately omit
+    # (attention KV-cache scales of ModelOpt/FP8 models) are reported at a lower severity.
+    optional = set(options.get("optional_param_leaves", []))
     by_module: dict[str, list[str]] = {}
     for p in _unreached(ctx):
         if HEAD_OR_EMBED.search(p):
@@ -50,6 +49,7 @@ def draft_params_never_loaded(ctx: Context, options: dict) -> list[Hit]:
         by_module.setdefault(p.rsplit(".", 1)[0], []).append(p)
     hits = []
     for module, params in by_module.items():
+        only_optional = all(p.rsplit(".", 1)[-1] in optional for p in params)
         info = ctx.params("draft").get(params[0], {})
         cause = next((v for k, v in ctx.causes.items()
                       if k.startswith("quant-mismatch:draft:") and
@@ -60,5 +60,6 @@ def draft_params_never_loaded(ctx: Context, options: dict) -> list[Hit]:
             location=ctx.config_location(),
             evidence={"params": params, "shapes": {p: ctx.params("draft")[p]["shape"] for p in params}},
             caused_by=cause,
+            severity=options.get("optional_severity", "warning") if only_optional else None,
         ))
     return hits

@@ -6,6 +6,8 @@ import string
 from typing import Any
 
 from ..checks import load_all
+from ..fixer import registry as fixes_registry
+from ..patches import registry as patches_registry
 from ..errors import MtplintError
 from ..findings import Finding, Fixes
 from ..inventory.model import Inventory
@@ -54,8 +56,10 @@ def evaluate(inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any
             findings.append(Finding(
                 code=rule.code, name=rule.name, severity=hit.severity or rule.severity,
                 message=format_message(rule, hit.fields), location=hit.location,
-                evidence=hit.evidence, fixes=Fixes(patches=list(rule.fixes.get("patches", [])),
-                                                   artifact=list(rule.fixes.get("artifact", []))),
+                # Only fixes this mtplint actually ships are recommended.
+                evidence=hit.evidence,
+                fixes=Fixes(patches=patches_registry.known(rule.fixes.get("patches", [])),
+                            artifact=fixes_registry.known(rule.fixes.get("artifact", []))),
                 caused_by=hit.caused_by, key=hit.key, basis=hit.basis,
             ))
     ids = {f.id for f in findings}

@@ -99,6 +99,37 @@ def _modelopt_algo(qc: dict) -> str | None:
 
 
 def _parse_compressed_tensors(qc: dict, key: str, where: str) -> DeclaredQuant:
+    """Validated with compressed-tensors' own models. That import costs seconds (torch,
+    transformers), so a config that validated before is served from the cache: a warm
+    lint must not pay for it."""
+    import hashlib
+    import json
+
+    from mtplint.probe.cache import cache_dir
+
+    digest = hashlib.sha256(json.dumps([key, qc], sort_keys=True, default=str).encode()).hexdigest()
+    memo = cache_dir().parent / "declared" / f"{digest}.json"
+    try:
+        d = json.loads(memo.read_text())
+        return DeclaredQuant(method=d["method"], source=d["source"], exclusions=d["exclusions"],
+                             exclusion_key=d["exclusion_key"], details=d["details"])
+    except (OSError, ValueError, KeyError):
+        pass
+    declared = _validate_compressed_tensors(qc, key, where)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"method": declared.method, "source": declared.source,
+                                   "exclusions": declared.exclusions,
+                                   "exclusion_key": declared.exclusion_key, "details": declared.details},
+                                  default=str))
+        tmp.replace(memo)
+    except OSError:
+        pass
+    return declared
+
+
+def _validate_compressed_tensors(qc: dict, key: str, where: str) -> DeclaredQuant:
     import pydantic
     from compressed_tensors import QuantizationConfig
 
