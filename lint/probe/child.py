@@ -123,6 +123,9 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     report["kernels"] = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])
     timings["total"] = time.perf_counter() - t0
     report["timings"] = timings
+    import resource
+
+    report["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return report
 
 
