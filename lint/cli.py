@@ -56,6 +56,8 @@ def main() -> None:
 @click.option("--sm", help="Compute capability MAJOR.MINOR instead of --gpu.")
 @click.option("--tp", "--tensor-parallel-size", "tensor_parallel_size", type=click.IntRange(1, 1024),
               help="Tensor-parallel size [1].")
+@click.option("--pp", "--pipeline-parallel-size", "pipeline_parallel_size", type=click.IntRange(1, 64),
+              help="Pipeline-parallel size [1]; the draft is modelled on the last stage.")
 @click.option("--kv-cache-dtype", help="vLLM --kv-cache-dtype (changes construction for some models).")
 @click.option("--format", "formats", multiple=True,
               type=click.Choice(["text", "json", "junit", "sarif", "github"]), help="Report format (repeatable).")
@@ -123,14 +125,16 @@ def _check(path: Path, s: dict[str, Any], debug: bool) -> int:
     request = ProbeRequest(
         sm=gpu.sm, gpu_name=gpu.name, gpu_memory=gpu.memory,
         num_speculative_tokens=s["num_speculative_tokens"],
-        tensor_parallel_size=s["tensor_parallel_size"], patches=s["patches"],
+        tensor_parallel_size=s["tensor_parallel_size"],
+        pipeline_parallel_size=s["pipeline_parallel_size"], patches=s["patches"],
         serve_args={"kv_cache_dtype": s["kv_cache_dtype"]} if s.get("kv_cache_dtype") else {},
         python=s.get("vllm_python"), timeout=s["probe_timeout"],
     )
     report = run_probe(inventory, request, identity=identity, use_cache=not s["no_cache"], progress=say)
     inputs = {"path": str(path), "gpu": gpu.key, "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
               "num_speculative_tokens": request.num_speculative_tokens,
-              "tensor_parallel_size": request.tensor_parallel_size, "patches": request.patches}
+              "tensor_parallel_size": request.tensor_parallel_size,
+              "pipeline_parallel_size": request.pipeline_parallel_size, "patches": request.patches}
     findings, evaluated = evaluate(inventory, report, inputs, select=s["select"], ignore=s["ignore"])
     result = RunResult(
         findings=findings,

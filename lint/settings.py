@@ -11,12 +11,14 @@ from .errors import BadInput
 
 DEFAULTS: dict[str, Any] = {
     "num_speculative_tokens": 1, "gpu": None, "sm": None, "tensor_parallel_size": 1,
+    "pipeline_parallel_size": 1,
     "kv_cache_dtype": None, "formats": (), "outputs": (), "select": None, "ignore": None,
     "fail_on": "error", "with_patches": None, "probe_timeout": 600.0, "no_cache": False,
     "quiet": False, "debug": False, "vllm_commit": None, "vllm_python": None,
 }
 FILE_KEYS = {"num-speculative-tokens": "num_speculative_tokens", "gpu": "gpu", "sm": "sm",
-             "tensor-parallel-size": "tensor_parallel_size", "kv-cache-dtype": "kv_cache_dtype",
+             "tensor-parallel-size": "tensor_parallel_size",
+             "pipeline-parallel-size": "pipeline_parallel_size", "kv-cache-dtype": "kv_cache_dtype",
              "select": "select", "ignore": "ignore", "fail-on": "fail_on",
              "with-patches": "with_patches", "probe-timeout": "probe_timeout",
              "vllm-commit": "vllm_commit", "vllm-python": "vllm_python"}

@@ -57,6 +57,10 @@ def test_rule_case(case, probe_cache):
     for code, needle in case.get("evidence_contains", {}).items():
         assert any(needle in json.dumps(f["evidence"]) or needle in f["message"]
                    for f in report["findings"] if f["code"] == code), needle
+    ids = {f["id"]: f for f in report["findings"]}
+    for code, cause_code in case.get("caused_by", {}).items():
+        assert any(f["caused_by"] and ids[f["caused_by"]]["code"] == cause_code
+                   for f in report["findings"] if f["code"] == code), f"{code} not linked to {cause_code}"
     assert report["vllm"]["version"] == "0.33.0"
 
 

@@ -69,7 +69,9 @@ def _suggest(prefixes: list[tuple[str, str]]) -> str:
 def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
     ex: dict[str, Any] = ctx.report.get("exclusions") or {}
     entries: dict[str, list[str]] = ex.get("entries", {})
-    if not entries:
+    if not entries or ctx.report.get("construction_errors") or ctx.report.get("config_error"):
+        # A model that failed to build recorded only part of its prefixes: an entry's
+        # runtime match cannot be judged (MTP009 reports the failure).
         return []
     key = ctx.inventory.declared.exclusion_key or f"quantization_config.{ex.get('attr')}"
     ondisk_modules = sorted(ctx.inventory.modules)

@@ -13,7 +13,10 @@ MODELS = ("target", "draft")
 
 
 def _error_module(ctx: Context, model: str, err: dict[str, Any]) -> str | None:
-    """The runtime module a failing tensor was headed for, from vLLM's own error."""
+    """The runtime module a failing tensor was headed for: the parameter whose weight
+    loader raised, or the one vLLM's KeyError names."""
+    if err.get("param"):
+        return err["param"].rsplit(".", 1)[0]
     missing = ctx.missing_param_in(err)
     if missing:
         return ctx.module_of_param(model, missing)
@@ -88,6 +91,7 @@ def unquantized_layer_fed_quantized(ctx: Context, options: dict) -> list[Hit]:
         for e in errs:
             ctx.explained.add((model, e.get("tensor")))
         layer_class = decision.get("layer_class") if decision else _owner_class(ctx, model, module)
+        ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP003:{model}:{module}"
         hits[f"{model}:{module}"] = Hit(
             key=f"{model}:{module}",
             fields={"module": module, "layer_class": layer_class, "disk_format": disk[0].kind,
@@ -114,6 +118,7 @@ def unquantized_layer_fed_quantized(ctx: Context, options: dict) -> list[Hit]:
                 key = f"{model}:{module}"
                 if key in hits:
                     continue
+                ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP003:{key}"
                 hits[key] = Hit(
                     key=key,
                     fields={"module": module, "layer_class": info.get("module_class"),

@@ -14,7 +14,11 @@ HEAD_OR_EMBED = re.compile(r"(^|\.)(shared_head\.head|lm_head|embed_tokens|embed
 def _unreached(ctx: Context) -> list[str]:
     if "draft" not in ctx.report.get("load", {}):
         return []  # the draft never loaded: construction/config findings explain it
-    return [p for p in ctx.params("draft") if not ctx.flow.initialized("draft", p)]
+    # After wiring, replaced modules (a shared_head.head swapped for the target's lm_head)
+    # are gone from the draft: only what the draft still holds matters at runtime.
+    after = ctx.report.get("wiring", {}).get("draft_params_after")
+    names = after if after is not None else list(ctx.params("draft"))
+    return [p for p in names if p in ctx.params("draft") and not ctx.flow.initialized("draft", p)]
 
 
 @check

@@ -38,7 +38,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     from . import runtime_shim
 
-    runtime_shim.install(tuple(request["sm"]), request["gpu_name"], request["gpu_memory"])
+    gpus = max(8, request["tensor_parallel_size"] * request.get("pipeline_parallel_size", 1))
+    runtime_shim.install(tuple(request["sm"]), request["gpu_name"], request["gpu_memory"], gpus)
     import vllm
 
     from . import construct, dryrun, kernels, matchers, wiring

@@ -70,7 +70,8 @@ def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
         trust_remote_code=False,
         **({"dtype": serve["dtype"]} if serve.get("dtype") else {}),
     )
-    parallel_config = ParallelConfig(tensor_parallel_size=request["tensor_parallel_size"])
+    parallel_config = ParallelConfig(tensor_parallel_size=request["tensor_parallel_size"],
+                                     pipeline_parallel_size=request.get("pipeline_parallel_size", 1))
     spec_config = SpeculativeConfig(
         method="mtp",
         num_speculative_tokens=request["num_speculative_tokens"],
@@ -92,11 +93,14 @@ def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
     return vllm_config, spec_config
 
 
-def init_parallel(tensor_parallel_size: int) -> None:
+def init_parallel(tensor_parallel_size: int, pipeline_parallel_size: int = 1) -> None:
     """A single-process gloo group, then made to report world size N at rank 0, so
-    per-rank shapes and divisibility checks in vLLM's layers are the real ones for TP=N."""
+    per-rank shapes and divisibility checks in vLLM's layers are the real ones for TP=N.
+    With PP=P it reports the last pipeline rank: the one that runs the MTP draft."""
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
-    from vllm.distributed.parallel_state import get_tp_group, model_parallel_is_initialized
+    from vllm.distributed.parallel_state import (
+        get_pp_group, get_tp_group, model_parallel_is_initialized,
+    )
 
     if not model_parallel_is_initialized():
         port = 20000 + os.getpid() % 20000
@@ -109,6 +113,12 @@ def init_parallel(tensor_parallel_size: int) -> None:
         group.world_size = tensor_parallel_size
         group.rank_in_group = 0
         group.ranks = list(range(tensor_parallel_size))
+    if pipeline_parallel_size > 1:
+        pp = get_pp_group()
+        pp.world_size = pipeline_parallel_size
+        pp.rank_in_group = pipeline_parallel_size - 1
+        # Group ranks are global ranks; this process (global rank 0) must be the last.
+        pp.ranks = list(range(1, pipeline_parallel_size)) + [0]
 
 
 def _error_record(exc: BaseException) -> dict[str, Any]:
@@ -133,7 +143,7 @@ def build(request: dict[str, Any]) -> Built:
 
     draft_vllm_config = draft_config_for(vllm_config, spec_config)
     with set_current_vllm_config(vllm_config):
-        init_parallel(request["tensor_parallel_size"])
+        init_parallel(request["tensor_parallel_size"], request.get("pipeline_parallel_size", 1))
         with set_default_torch_dtype(vllm_config.model_config.dtype), meta_device_mode():
             try:
                 built.target = initialize_model(vllm_config=vllm_config)

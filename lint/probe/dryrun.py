@@ -44,6 +44,7 @@ class _Attribution:
         from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 
         self.current: str | None = None
+        self.failed_param: str | None = None
         self.fed: dict[str, list[str]] = {}
         self.params_hit: set[str] = set()
         self._restore: list[tuple[Any, Any, bool]] = []
@@ -55,7 +56,12 @@ class _Attribution:
 
     def _wrap(self, param: Any, name: str, loader: Any, had_own: bool) -> None:
         def attributed(*args: Any, **kwargs: Any) -> Any:
-            result = loader(*args, **kwargs)
+            try:
+                result = loader(*args, **kwargs)
+            except Exception:
+                # vLLM's error text rarely names the parameter; the loader that raised does.
+                self.failed_param = name
+                raise
             # FusedMoE loaders report "not mine" through return_success=False.
             if result is not False and self.current is not None:
                 self.fed.setdefault(self.current, []).append(name)
@@ -114,6 +120,8 @@ def run(model: Any, tensors: list[tuple[str, str, list[int]]], *,
                     culprit = tensors[position][0] if position < len(tensors) else None
                     record = error_record(exc)
                     record["tensor"] = culprit
+                    record["param"] = attribution.failed_param
+                    attribution.failed_param = None
                     result.errors.append(record)
                     if culprit is None or culprit in failed:
                         break

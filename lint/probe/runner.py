@@ -34,6 +34,7 @@ class ProbeRequest:
     gpu_memory: int
     num_speculative_tokens: int = 1
     tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
     patches: list[str] = field(default_factory=list)
     serve_args: dict[str, Any] = field(default_factory=dict)
     python: str | None = None
@@ -43,6 +44,7 @@ class ProbeRequest:
         return {"sm": list(self.sm), "gpu_name": self.gpu_name,
                 "num_speculative_tokens": self.num_speculative_tokens,
                 "tensor_parallel_size": self.tensor_parallel_size,
+                "pipeline_parallel_size": self.pipeline_parallel_size,
                 "patches": sorted(self.patches), "serve_args": self.serve_args}
 
 
@@ -160,6 +162,7 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
         "sm": list(request.sm), "gpu_name": request.gpu_name, "gpu_memory": request.gpu_memory,
         "num_speculative_tokens": request.num_speculative_tokens,
         "tensor_parallel_size": request.tensor_parallel_size,
+        "pipeline_parallel_size": request.pipeline_parallel_size,
         "patches": request.patches, "serve_args": request.serve_args,
     }
     req_file, report_file = tmp / "request.json", tmp / "report.json"

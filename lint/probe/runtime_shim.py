@@ -219,7 +219,8 @@ def install_cuda_inert_objects() -> None:
     torch.cuda.current_device = lambda: 0  # type: ignore[assignment]
 
 
-def install_platform(sm: tuple[int, int], device_name: str, total_memory: int) -> Any:
+def install_platform(sm: tuple[int, int], device_name: str, total_memory: int,
+                     device_count: int = 8) -> Any:
     """Stand a CUDA platform with the requested compute capability in for the real one."""
     import vllm.platforms as platforms
     from vllm.platforms.cuda import NonNvmlCudaPlatform
@@ -244,7 +245,8 @@ def install_platform(sm: tuple[int, int], device_name: str, total_memory: int) -
 
         @classmethod
         def device_count(cls) -> int:
-            return 8
+            # As many GPUs as the requested TP x PP: the node size is not a lint input.
+            return device_count
 
         @classmethod
         def is_integrated_gpu(cls, device_id: int = 0) -> bool:
@@ -309,9 +311,9 @@ def install_inprocess_registry_inspection() -> None:
     registry._run_in_subprocess = lambda fn: fn()
 
 
-def install(sm: tuple[int, int], device_name: str, total_memory: int) -> None:
+def install(sm: tuple[int, int], device_name: str, total_memory: int, device_count: int = 8) -> None:
     install_native_stubs()
     install_op_fallbacks()
     install_cuda_inert_objects()
-    install_platform(sm, device_name, total_memory)
+    install_platform(sm, device_name, total_memory, device_count)
     install_inprocess_registry_inspection()

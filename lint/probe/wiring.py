@@ -44,7 +44,9 @@ def replay(draft: Any, target: Any, vllm_config: Any, spec_config: Any) -> dict[
             rec["step"] = step
             report["errors"].append(rec)
     target_ids = {id(p): name for name, p in target.named_parameters(remove_duplicate=False)}
+    report["draft_params_after"] = []
     for name, p in fake.model.named_parameters(remove_duplicate=False):
+        report["draft_params_after"].append(name)
         if id(p) in target_ids:
             report["shared"][name] = target_ids[id(p)]
     return report
