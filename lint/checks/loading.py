@@ -62,7 +62,8 @@ def quantized_layer_fed_unquantized(ctx: Context, options: dict) -> list[Hit]:
         hit = Hit(
             key=f"{model}:{decision['prefix']}",
             fields={"module": module, "method": decision.get("method"), "disk_format": disk[0].kind,
-                    "tensor": first["tensor"], "error": f"{first['type']}: {first['message']}"},
+                    "tensor": first["tensor"],
+                    "error": f"vLLM fails to load it: {first['type']}: {first['message']}"},
             location=Location(file=ctx.tensor_file(first["tensor"]), tensor=first["tensor"]),
             evidence={"model": model, "construction_prefix": decision["prefix"],
                       "layer_class": decision.get("layer_class"), "failed_tensors": len(errs),
@@ -73,7 +74,51 @@ def quantized_layer_fed_unquantized(ctx: Context, options: dict) -> list[Hit]:
         )
         ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP002:{hit.key}"
         hits.append(hit)
+    hits += _silent_quantized_fed_unquantized(ctx, {h.key for h in hits})
     return hits
+
+
+def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]:
+    """No error, still wrong: a 16-bit weight copied into a quantized layer's weight slot
+    (same shape for per-tensor/block FP8), its scales never loaded."""
+    hits: dict[str, Hit] = {}
+    for model in MODELS:
+        for tensor, params in ctx.load(model).get("fed", {}).items():
+            if not tensor.endswith(".weight"):
+                continue
+            disk = ctx.disk_format(tensor)
+            if disk is None or disk.quantized:
+                continue
+            for p in params:
+                module = p.rsplit(".", 1)[0]
+                decision = ctx.decision_for_module_path(model, module)
+                if decision is None or not is_quantized_method(decision.get("method")):
+                    continue
+                if (decision.get("module") or decision["prefix"]) != module:
+                    continue  # a sub-part (router, norm) of a quantized block
+                key = f"{model}:{decision['prefix']}"
+                if key in seen or key in hits:
+                    continue
+                info = ctx.params(model).get(p, {})
+                unloaded = sorted(q for q in ctx.params(model)
+                                  if q.startswith(module + ".") and not ctx.flow.initialized(model, q))
+                if not unloaded:
+                    continue  # every quantized slot got a tensor: not this failure
+                ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP002:{key}"
+                hits[key] = Hit(
+                    key=key,
+                    fields={"module": module, "method": decision.get("method"), "disk_format": disk.kind,
+                            "tensor": tensor,
+                            "error": f"vLLM loads it without an error: the {disk.weight_dtype} weight is "
+                                     f"copied into the {info.get('dtype')} parameter and "
+                                     f"{', '.join(u.rsplit('.', 1)[1] for u in unloaded)} stay uninitialized"},
+                    location=Location(file=ctx.tensor_file(tensor), tensor=tensor),
+                    evidence={"model": model, "construction_prefix": decision["prefix"], "silent": True,
+                              "param": p, "param_dtype": info.get("dtype"), "never_loaded": unloaded},
+                    caused_by=ctx.causes.get(f"exclusion-missed:{model}:{decision['prefix']}")
+                    or (ctx.causes.get("mtp-exclusion") if model == "draft" else None),
+                )
+    return list(hits.values())
 
 
 @check

@@ -105,10 +105,10 @@ def _parse_compressed_tensors(qc: dict, key: str, where: str) -> DeclaredQuant:
     import hashlib
     import json
 
-    from mtplint.probe.cache import cache_dir
+    from mtplint.probe.cache import cache_root
 
     digest = hashlib.sha256(json.dumps([key, qc], sort_keys=True, default=str).encode()).hexdigest()
-    memo = cache_dir().parent / "declared" / f"{digest}.json"
+    memo = cache_root() / "declared" / f"{digest}.json"
     try:
         d = json.loads(memo.read_text())
         return DeclaredQuant(method=d["method"], source=d["source"], exclusions=d["exclusions"],

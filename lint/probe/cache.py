@@ -10,12 +10,16 @@ from pathlib import Path
 from typing import Any
 
 
-def cache_dir() -> Path:
+def cache_root() -> Path:
     root = os.environ.get("MTPLINT_CACHE_DIR")
     if root:
         return Path(root)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mtplint" / "probe"
+    return Path(base) / "mtplint"
+
+
+def cache_dir() -> Path:
+    return cache_root() / "probe"
 
 
 def load(key: str) -> dict[str, Any] | None:

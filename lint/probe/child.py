@@ -95,7 +95,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
             continue
         t = time.perf_counter()
         with set_current_vllm_config(built.vllm_config):
-            run = dryrun.run(model, tensors, mtp_completeness=(name == "draft"))
+            run = dryrun.run(model, tensors, mtp_completeness=(name == "draft"),
+                             elide=not request.get("no_elision", False))
         timings[f"load_{name}"] = time.perf_counter() - t
         report["load"][name] = {
             "fed": run.fed,
@@ -103,6 +104,10 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
             "loaded_params": sorted(run.loaded_params),
             "params_hit": sorted(run.params_loaded_by_loader),
             "completeness_error": run.completeness_error,
+            "elided": {"tensors": len(run.elided), "groups": len(set(run.elided.values())),
+                       "rule": "per-expert tensors identical in name pattern, dtype and shape over a "
+                               "contiguous expert range: first and last expert fed, the rest attributed "
+                               "like the first"},
         }
 
     if built.target is not None and built.draft is not None:

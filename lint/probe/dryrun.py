@@ -8,6 +8,7 @@ its loading fed, and loading resumes after an error so one run reports every pro
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -21,6 +22,41 @@ TORCH_DTYPES = {
 }
 
 
+_EXPERT = re.compile(r"^(.*\.experts\.)(\d+)(\..+)$")
+
+
+def plan_elision(model: Any, tensors: list[tuple[str, str, list[int]]]) -> tuple[list[int], dict[str, str]]:
+    """Which tensors to feed, and which to elide as identical in kind to a fed one.
+
+    Per-expert tensors of one layer that differ only in the expert index, with the same
+    dtype and shape over a contiguous index range, go through the same loader path into
+    the same fused parameter: only the first and last expert are fed (the range edges are
+    where expert-id mapping could differ). Models whose parameters are per-expert
+    (`...experts.3.w1.weight`) are never elided.
+    """
+    if any(_EXPERT.match(n) for n, _ in model.named_parameters()):
+        return list(range(len(tensors))), {}
+    groups: dict[tuple[str, str], list[tuple[int, int, str, tuple]]] = {}
+    for i, (name, dtype, shape) in enumerate(tensors):
+        m = _EXPERT.match(name)
+        if m:
+            groups.setdefault((m.group(1), m.group(3)), []).append((int(m.group(2)), i, dtype, tuple(shape)))
+    elided: dict[str, str] = {}
+    drop: set[int] = set()
+    for members in groups.values():
+        if len(members) < 3 or len({(d, s) for _, _, d, s in members}) != 1:
+            continue
+        ids = sorted(e for e, *_ in members)
+        if ids != list(range(ids[0], ids[0] + len(ids))):
+            continue
+        members.sort()
+        rep = tensors[members[0][1]][0]
+        for _e, i, _d, _s in members[1:-1]:
+            drop.add(i)
+            elided[tensors[i][0]] = rep
+    return [i for i in range(len(tensors)) if i not in drop], elided
+
+
 @dataclass
 class DryRun:
     fed: dict[str, list[str]] = field(default_factory=dict)  # checkpoint tensor -> params it fed
@@ -28,6 +64,7 @@ class DryRun:
     loaded_params: set[str] = field(default_factory=set)  # what load_weights returned
     params_loaded_by_loader: set[str] = field(default_factory=set)
     completeness_error: dict[str, Any] | None = None
+    elided: dict[str, str] = field(default_factory=dict)  # elided tensor -> representative fed
     seconds: float = 0.0
 
 
@@ -84,7 +121,7 @@ class _Attribution:
 
 
 def run(model: Any, tensors: list[tuple[str, str, list[int]]], *,
-        mtp_completeness: bool = False) -> DryRun:
+        mtp_completeness: bool = False, elide: bool = True) -> DryRun:
     """Feed `tensors` (name, dtype, shape) to model.load_weights; resume after errors."""
     import time
 
@@ -92,6 +129,8 @@ def run(model: Any, tensors: list[tuple[str, str, list[int]]], *,
 
     started = time.perf_counter()
     result = DryRun()
+    keep, result.elided = plan_elision(model, tensors) if elide else (list(range(len(tensors))), {})
+    all_tensors, tensors = tensors, [tensors[i] for i in keep]
     attribution = _Attribution(model)
     failed: set[str] = set()
     position = 0
@@ -141,5 +180,12 @@ def run(model: Any, tensors: list[tuple[str, str, list[int]]], *,
         attribution.restore()
     result.fed = attribution.fed
     result.params_loaded_by_loader = attribution.params_hit
+    errors_by_tensor = {e["tensor"]: e for e in result.errors if e.get("tensor")}
+    for name, rep in result.elided.items():
+        if rep in result.fed:
+            result.fed[name] = list(result.fed[rep])
+        if rep in errors_by_tensor:
+            result.errors.append({**errors_by_tensor[rep], "tensor": name, "elided_like": rep})
+    del all_tensors
     result.seconds = time.perf_counter() - started
     return result

@@ -39,13 +39,14 @@ class ProbeRequest:
     serve_args: dict[str, Any] = field(default_factory=dict)
     python: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    elide: bool = True  # feed only the edge experts of identical per-expert tensor runs
 
     def key_fields(self) -> dict[str, Any]:
         return {"sm": list(self.sm), "gpu_name": self.gpu_name,
                 "num_speculative_tokens": self.num_speculative_tokens,
                 "tensor_parallel_size": self.tensor_parallel_size,
                 "pipeline_parallel_size": self.pipeline_parallel_size,
-                "patches": sorted(self.patches), "serve_args": self.serve_args}
+                "patches": sorted(self.patches), "serve_args": self.serve_args, "elide": self.elide}
 
 
 def _package_dir() -> Path:
@@ -164,6 +165,7 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
         "tensor_parallel_size": request.tensor_parallel_size,
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "patches": request.patches, "serve_args": request.serve_args,
+        "no_elision": not request.elide,
     }
     req_file, report_file = tmp / "request.json", tmp / "report.json"
     req_file.write_text(json.dumps(req))
