@@ -107,3 +107,37 @@ def test_rules_lists_every_rule_file():
     codes = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
     shipped = {p.stem for p in (Path(__file__).parent.parent / "rules").glob("MTP*.toml")}
     assert codes == shipped and shipped
+
+
+def test_unknown_option_in_mtplint_toml(tmp_path):
+    d = checkpoint(tmp_path)
+    write_sparse(d / "model.safetensors", [("w", "BF16", (4, 4))])
+    (d / "mtplint.toml").write_text('num-speculative-token = 2\n')
+    assert_bad_input(run(str(d)), "mtplint.toml", "num-speculative-token")
+
+
+def test_unknown_patch_id(tmp_path):
+    d = checkpoint(tmp_path)
+    write_sparse(d / "model.safetensors", [("w", "BF16", (4, 4))])
+    assert_bad_input(run(str(d), "--with-patches", "no-such-patch"), "no-such-patch")
+
+
+def test_probe_timeout_is_exit_3_without_traceback(tmp_path):
+    from fixtures.build import cached_build
+
+    env_cache = tmp_path / "cache"
+    proc = subprocess.run([*MTPLINT, str(cached_build("glm45-air-nvfp4-clean")), "--probe-timeout", "1",
+                           "--no-cache"], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "MTPLINT_CACHE_DIR": str(env_cache)})
+    assert proc.returncode == 3, proc.stderr
+    assert "did not finish within 1 s" in proc.stderr
+    assert "Traceback" not in proc.stderr.splitlines()[0]
+
+
+def test_vllm_python_without_vllm_is_bad_input(tmp_path):
+    d = checkpoint(tmp_path)
+    write_sparse(d / "model.safetensors", [("w", "BF16", (4, 4))])
+    import shutil
+
+    bare = shutil.which("python3.11") or "/usr/bin/python3"
+    assert_bad_input(run(str(d), "--vllm-python", bare), "no vLLM is installed")

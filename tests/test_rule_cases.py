@@ -71,3 +71,36 @@ def test_every_rule_fires_and_stays_silent_somewhere():
     assert shipped, "no rules shipped"
     assert not shipped - fires, f"rules with no firing case: {sorted(shipped - fires)}"
     assert not shipped - silent, f"rules with no silent case: {sorted(shipped - silent)}"
+
+
+def test_reports_from_a_real_lint_parse_and_validate(probe_cache, tmp_path):
+    """`mtplint FIXTURE --format json --format junit --format sarif` on a real probe run."""
+    import xml.etree.ElementTree as ET
+
+    jsonschema = pytest.importorskip("jsonschema")
+    path = cached_build("dsv4-flash-w4a16-bf16mtp")
+    outs = {fmt: tmp_path / f"report.{fmt}" for fmt in ("json", "junit", "sarif")}
+    env = dict(os.environ, MTPLINT_CACHE_DIR=str(probe_cache))
+    args = [sys.executable, "-m", "mtplint.cli_main", str(path), "-q"]
+    for fmt, out in outs.items():
+        args += ["--format", fmt, "--output", str(out)]
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+
+    report = json.loads(outs["json"].read_text())
+    from mtplint.reporters.json_report import load_schema
+
+    jsonschema.validate(report, load_schema())
+    assert report["summary"]["error"] >= 2
+
+    suite = ET.parse(outs["junit"]).getroot()
+    failures = suite.findall(".//failure")
+    assert len(failures) >= 2  # MTP001 and MTP002 testcases fail
+
+    schema_path = Path(__file__).resolve().parents[2] / "shared" / "research" / "sarif-schema-2.1.0.json"
+    if not schema_path.exists():
+        pytest.skip(f"SARIF schema not found at {schema_path}")
+    sarif = json.loads(outs["sarif"].read_text())
+    jsonschema.validators.validator_for(json.loads(schema_path.read_text()))(
+        json.loads(schema_path.read_text())).validate(sarif)
+    assert {r["ruleId"] for r in sarif["runs"][0]["results"]} >= {"MTP001", "MTP002"}

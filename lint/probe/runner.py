@@ -139,6 +139,7 @@ def run_probe(inventory: Inventory, request: ProbeRequest, *,
     with tempfile.TemporaryDirectory(prefix="mtplint-probe-") as tmp:
         report = _run_child(inventory, request, Path(tmp), progress)
     report["cached"] = False
+    _raise_for_environment(report)
     if use_cache:
         cache.store(key, report)
     return report
@@ -205,6 +206,25 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
         raise ProbeFailure(f"the vLLM probe wrote no readable report ({exc})", detail=_tail(stderr_file)) from None
     report["seconds"] = elapsed
     return report
+
+
+# Config-stage errors that say "this vLLM cannot be probed here", not "this checkpoint is
+# wrong": reported as probe failures (exit 3), never as findings about the artifact.
+_ENVIRONMENT_ERRORS = (
+    ("failed to be inspected", "vLLM could not inspect the model class on this machine (its "
+     "registry import failed; multimodal classes need a torchvision that loads beside this torch)"),
+    ("trust_remote_code", "the config needs custom code (auto_map / trust_remote_code), which the "
+     "probe does not execute"),
+)
+
+
+def _raise_for_environment(report: dict[str, Any]) -> None:
+    err = report.get("config_error") or {}
+    message = err.get("message", "")
+    for needle, why in _ENVIRONMENT_ERRORS:
+        if needle in message:
+            raise ProbeFailure(f"the vLLM probe cannot build this architecture here: {why}",
+                               detail=message[-1500:])
 
 
 def _tail(path: Path, lines: int = 25) -> str:
