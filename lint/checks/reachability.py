@@ -44,16 +44,15 @@ def draft_head_embed_unreachable(ctx: Context, options: dict) -> list[Hit]:
 @check
 def draft_params_never_loaded(ctx: Context, options: dict) -> list[Hit]:
     # Parameters with a construction-time default that checkpoints legitimately omit
-    # (attention KV-cache scales of ModelOpt/FP8 models) are reported at a lower severity.
+    # (attention KV-cache scales of ModelOpt/FP8 models) are not defects.
     optional = set(options.get("optional_param_leaves", []))
     by_module: dict[str, list[str]] = {}
     for p in _unreached(ctx):
-        if HEAD_OR_EMBED.search(p):
+        if HEAD_OR_EMBED.search(p) or p.rsplit(".", 1)[-1] in optional:
             continue
         by_module.setdefault(p.rsplit(".", 1)[0], []).append(p)
     hits = []
     for module, params in by_module.items():
-        only_optional = all(p.rsplit(".", 1)[-1] in optional for p in params)
         info = ctx.params("draft").get(params[0], {})
         cause = next((v for k, v in ctx.causes.items()
                       if k.startswith("quant-mismatch:draft:") and
@@ -64,6 +63,5 @@ def draft_params_never_loaded(ctx: Context, options: dict) -> list[Hit]:
             location=ctx.config_location(),
             evidence={"params": params, "shapes": {p: ctx.params("draft")[p]["shape"] for p in params}},
             caused_by=cause,
-            severity=options.get("optional_severity", "warning") if only_optional else None,
         ))
     return hits
