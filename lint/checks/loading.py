@@ -101,7 +101,7 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
                     continue
                 info = ctx.params(model).get(p, {})
                 unloaded = sorted(q for q in ctx.params(model)
-                                  if q.startswith(module + ".") and not ctx.flow.initialized(model, q))
+                                  if q.startswith(module + ".") and not ctx.param_initialized(model, q))
                 if not unloaded:
                     continue  # every quantized slot got a tensor: not this failure
                 ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP002:{key}"

@@ -95,6 +95,19 @@ class Context:
         m = _MISSING_PARAM.search(error.get("message", ""))
         return m.group(1) if m else None
 
+    def loaded_set(self, model: str) -> set[str]:
+        cache = self.__dict__.setdefault("_loaded_sets", {})
+        if model not in cache:
+            load = self.load(model)
+            cache[model] = set(load.get("params_hit", [])) | set(load.get("loaded_params", []))
+        return cache[model]
+
+    def param_initialized(self, model: str, param: str) -> bool:
+        """Fed by a checkpoint tensor, or (draft) shared from a target parameter that was."""
+        if model == "draft":
+            return self.flow.initialized("draft", param)
+        return param in self.loaded_set(model)
+
     @cached_property
     def flow(self) -> WeightFlow:
         return build_weight_flow(self.report)

@@ -50,17 +50,24 @@ class WeightFlow:
 
 
 def build_weight_flow(report: dict[str, Any]) -> WeightFlow:
+    """Reachability questions are about the draft; of the target, only the parameters the
+    draft shares matter, so the target's ~100k tensor edges are not materialized."""
     g = nx.DiGraph()
+    shared_targets = set(report.get("wiring", {}).get("shared", {}).values())
     for model, params in report.get("params", {}).items():
         for name in params:
-            g.add_node(("param", model, name))
+            if model != "target" or name in shared_targets:
+                g.add_node(("param", model, name))
     for model, load in report.get("load", {}).items():
+        keep = (lambda p: p in shared_targets) if model == "target" else (lambda p: True)
         for tensor, params in load.get("fed", {}).items():
             for p in params:
-                g.add_edge(("tensor", tensor), ("param", model, p), kind="fed")
+                if keep(p):
+                    g.add_edge(("tensor", tensor), ("param", model, p), kind="fed")
         # load_weights() may also report parameters it filled without a weight_loader call
         for p in load.get("loaded_params", []):
-            g.add_edge(("tensor", f"<{model} load_weights>"), ("param", model, p), kind="fed")
+            if keep(p):
+                g.add_edge(("tensor", f"<{model} load_weights>"), ("param", model, p), kind="fed")
     for draft_param, target_param in report.get("wiring", {}).get("shared", {}).items():
         g.add_edge(("param", "draft", draft_param), ("param", "target", target_param), kind="shared")
     return WeightFlow(g)

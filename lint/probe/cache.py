@@ -25,8 +25,7 @@ def cache_dir() -> Path:
 def load(key: str) -> dict[str, Any] | None:
     path = cache_dir() / f"{key}.json.gz"
     try:
-        with gzip.open(path, "rt") as f:
-            return json.load(f)
+        return json.loads(gzip.decompress(path.read_bytes()))
     except (OSError, ValueError, EOFError):
         return None  # absent or damaged: probe again
 
@@ -36,8 +35,9 @@ def store(key: str, report: dict[str, Any]) -> None:
     try:
         d.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
-        with os.fdopen(fd, "wb") as raw, gzip.open(raw, "wt", compresslevel=1) as f:
-            json.dump(report, f)
+        data = gzip.compress(json.dumps(report, separators=(",", ":")).encode(), compresslevel=1)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, d / f"{key}.json.gz")
     except OSError:
         pass  # a cache that cannot be written only costs time
