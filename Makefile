@@ -6,6 +6,7 @@ setup:
 
 # Lint the embedded example: a DeepSeek-V4-Flash W4A16 checkpoint whose MTP block is BF16.
 demo: setup
+	rm -rf build/demo
 	.venv/bin/python -m fixtures build dsv4-flash-w4a16-bf16mtp build/demo
 	.venv/bin/mtplint build/demo; test $$? -le 1
 
