@@ -138,6 +138,9 @@ def _check(path: Path, s: dict[str, Any], debug: bool) -> int:
               "tensor_parallel_size": request.tensor_parallel_size,
               "pipeline_parallel_size": request.pipeline_parallel_size, "patches": request.patches}
     findings, evaluated = evaluate(inventory, report, inputs, select=s["select"], ignore=s["ignore"])
+    for f in findings:
+        if f.fixes.patches:
+            f.fixes.serve = serve_command(path, request, f.fixes.patches)
     result = RunResult(
         findings=findings,
         rules_evaluated=[{"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary}
@@ -164,6 +167,24 @@ def _check(path: Path, s: dict[str, Any], debug: bool) -> int:
         write_step_summary(result, rules)
     worst = max((SEVERITY_RANK[f.severity] for f in findings), default=-1)
     return EXIT_FINDINGS if worst >= SEVERITY_RANK[s["fail_on"]] else EXIT_OK
+
+
+def serve_command(path: Path, request: Any, patch_ids: list[str]) -> str:
+    """The vLLM command line this lint modelled, with the patches that resolve a finding."""
+    import json
+    import shlex
+
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": request.num_speculative_tokens},
+                      separators=(",", ":"))
+    parts = [f"MTPLINT_PATCHES={','.join(patch_ids)}", "vllm", "serve", shlex.quote(str(path)),
+             "--speculative-config", shlex.quote(spec)]
+    if request.tensor_parallel_size > 1:
+        parts += ["--tensor-parallel-size", str(request.tensor_parallel_size)]
+    if request.pipeline_parallel_size > 1:
+        parts += ["--pipeline-parallel-size", str(request.pipeline_parallel_size)]
+    if request.serve_args.get("kv_cache_dtype"):
+        parts += ["--kv-cache-dtype", request.serve_args["kv_cache_dtype"]]
+    return " ".join(parts)
 
 
 @main.command("rule")

@@ -20,6 +20,7 @@ class Location:
 class Fixes:
     patches: list[str] = field(default_factory=list)  # runtime patch ids (mtplint.patches)
     artifact: list[str] = field(default_factory=list)  # artifact fix ids (mtplint fix)
+    serve: str | None = None  # the exact `MTPLINT_PATCHES=... vllm serve ...` for this run's inputs
 
 
 @dataclass

@@ -47,7 +47,7 @@ def _runtime_prefixes_for(ctx: Context, ondisk: list[str]) -> list[tuple[str, st
                         out[(model, d["prefix"])] = None
         for err in load.get("errors", []):
             if err.get("tensor") and split_module(err["tensor"])[0] in wanted:
-                missing = ctx.missing_param_in(err)
+                missing = err.get("param") or ctx.missing_param_in(err)
                 if missing:
                     d = ctx.decision_for_module_path(model, ctx.module_of_param(model, missing))
                     if d:

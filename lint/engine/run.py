@@ -66,4 +66,17 @@ def evaluate(inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any
     for f in findings:
         if f.caused_by not in ids:
             f.caused_by = None  # the cause's rule was deselected or stayed silent
+    _downgrade_causes_without_consequences(findings, {r.code: r for r in evaluated})
     return findings, evaluated
+
+
+def _downgrade_causes_without_consequences(findings: list[Finding], rules: dict[str, Rule]) -> None:
+    """A rule may say its errors only matter through what they cause (a dead ignore entry
+    is harmless once a runtime patch builds the draft right): without any consequence in
+    this run, such a finding drops to the severity the rule names."""
+    causes = {f.caused_by for f in findings if f.caused_by}
+    for f in findings:
+        lower = rules[f.code].options.get("without_consequences")
+        if lower and f.severity == "error" and f.id not in causes:
+            f.severity = lower
+            f.evidence["severity_note"] = "no consequence in this configuration"

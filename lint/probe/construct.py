@@ -225,3 +225,12 @@ def _attach_module_paths(built: Built) -> None:
             if d.model == model_name and d.module is None:
                 d.module = by_prefix.get(d.prefix)
         built.prefixes += [(model_name, p) for p in by_prefix]
+        # Layers whose method was settled without a recorded get_quant_method call (a
+        # patch, or a quant_config of None) still carry what they were built with.
+        recorded = {d.prefix for d in built.decisions if d.model == model_name}
+        for prefix, path in by_prefix.items():
+            method = getattr(model.get_submodule(path), "quant_method", None)
+            if prefix not in recorded and method is not None:
+                built.decisions.append(QuantDecision(
+                    model=model_name, prefix=prefix, layer_class=type(model.get_submodule(path)).__name__,
+                    method=type(method).__name__, module=path))

@@ -179,6 +179,7 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
     env["VLLM_CONFIGURE_LOGGING"] = "1"
     env.setdefault("CUDA_VISIBLE_DEVICES", "")
     env["MTPLINT_PROBE_CHILD"] = "1"
+    env["MTPLINT_PROBE_TENSORS"] = str(tensors_file)  # what patches read instead of shards
     cmd = [request.python or sys.executable, "-m", "mtplint.probe.child", str(req_file), str(report_file)]
     if progress:
         progress("probing vLLM (import, construct target + MTP draft on meta, dry-run load)")

@@ -119,7 +119,7 @@ def artifact_command(path: str, fix_id: str) -> str:
 
 
 def fix_commands(f: Finding, path: str) -> list[str]:
-    cmds = [patch_command(f.fixes.patches)] if f.fixes.patches else []
+    cmds = [f.fixes.serve or patch_command(f.fixes.patches)] if f.fixes.patches else []
     return cmds + [artifact_command(path, a) for a in f.fixes.artifact]
 
 

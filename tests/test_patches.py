@@ -1,0 +1,65 @@
+"""The runtime patch set as a vLLM general plugin. What each patch fixes is proven by the
+rule cases that re-probe with --with-patches (tests/cases/rule_cases.toml)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import entry_points
+
+import pytest
+
+from mtplint.errors import BadInput
+from mtplint.patches import registry
+
+
+def test_plugin_entry_point_is_registered():
+    eps = {ep.name: ep.value for ep in entry_points(group="vllm.general_plugins")}
+    assert eps.get("mtplint_patches") == "mtplint.patches.plugin:register"
+
+
+def test_every_patch_names_rules_that_exist_and_rules_recommend_only_real_patches():
+    from mtplint.engine.loader import load_rules
+
+    rules = load_rules()
+    for patch in registry.PATCHES.values():
+        assert set(patch.resolves) <= set(rules), patch.id
+        assert patch.load() is not None
+    for rule in rules.values():
+        for pid in registry.known(rule.fixes["patches"]):
+            assert rule.code in registry.PATCHES[pid].resolves, (rule.code, pid)
+
+
+def test_unknown_patch_id_is_refused():
+    with pytest.raises(BadInput, match="no-such-patch"):
+        registry.apply(["no-such-patch"])
+
+
+PLUGIN_RUN = r"""
+import os, sys
+from mtplint.probe import runtime_shim
+runtime_shim.install((9, 0), "NVIDIA H100 80GB HBM3", 80 * 2**30)
+os.environ["MTPLINT_PATCHES"] = sys.argv[1]
+from vllm.plugins import load_general_plugins
+load_general_plugins()
+from vllm.models.deepseek_v4.nvidia.mtp import DeepSeekV4MTP
+import vllm.model_executor.model_loader.utils as utils
+print("routed", getattr(DeepSeekV4MTP.load_weights, "_mtplint_routed", False))
+print("draft-hook", getattr(utils.initialize_model, "_mtplint_draft_unquantized", False))
+"""
+
+
+def test_vllm_loads_the_plugin_and_applies_the_named_patches():
+    proc = subprocess.run([sys.executable, "-c", PLUGIN_RUN,
+                           "dsv4-mtp-route-top-level-head,draft-unquantized-mtp-block"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "routed True" in proc.stdout
+    assert "draft-hook True" in proc.stdout
+
+
+def test_plugin_refuses_unknown_ids_loudly():
+    proc = subprocess.run([sys.executable, "-c", PLUGIN_RUN, "no-such-patch"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "no-such-patch" in proc.stderr
