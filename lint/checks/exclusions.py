@@ -32,26 +32,35 @@ def _ondisk_modules_meant(entry: str, modules: list[str]) -> list[str]:
     return [m for m in modules if m == entry or m.endswith("." + entry)]
 
 
-def _runtime_prefixes_for(ctx: Context, ondisk: list[str]) -> list[tuple[str, str]]:
-    """Follow the probe's weight flow from on-disk modules to the construction prefixes
-    of the runtime modules their tensors were loaded into (or failed to load into)."""
-    wanted = set(ondisk)
-    out: dict[tuple[str, str], None] = {}
+def _runtime_prefix_index(ctx: Context) -> dict[str, dict[tuple[str, str], None]]:
+    """On-disk module -> construction prefixes of the runtime modules its tensors were
+    loaded into (or failed to load into), from the probe's weight flow. Built once."""
+    cached = ctx.__dict__.get("_ondisk_to_runtime")
+    if cached is not None:
+        return cached
+    index: dict[str, dict[tuple[str, str], None]] = {}
     for model in ("target", "draft"):
         load = ctx.load(model)
         for tensor, params in load.get("fed", {}).items():
-            if split_module(tensor)[0] in wanted:
-                for p in params:
-                    d = ctx.decision_for_module_path(model, p.rsplit(".", 1)[0])
-                    if d:
-                        out[(model, d["prefix"])] = None
+            for p in params:
+                d = ctx.decision_for_module_path(model, p.rsplit(".", 1)[0])
+                if d:
+                    index.setdefault(split_module(tensor)[0], {})[(model, d["prefix"])] = None
         for err in load.get("errors", []):
-            if err.get("tensor") and split_module(err["tensor"])[0] in wanted:
-                missing = err.get("param") or ctx.missing_param_in(err)
-                if missing:
-                    d = ctx.decision_for_module_path(model, ctx.module_of_param(model, missing))
-                    if d:
-                        out[(model, d["prefix"])] = None
+            missing = err.get("tensor") and (err.get("param") or ctx.missing_param_in(err))
+            if missing:
+                d = ctx.decision_for_module_path(model, ctx.module_of_param(model, missing))
+                if d:
+                    index.setdefault(split_module(err["tensor"])[0], {})[(model, d["prefix"])] = None
+    ctx.__dict__["_ondisk_to_runtime"] = index
+    return index
+
+
+def _runtime_prefixes_for(ctx: Context, ondisk: list[str]) -> list[tuple[str, str]]:
+    index = _runtime_prefix_index(ctx)
+    out: dict[tuple[str, str], None] = {}
+    for module in ondisk:
+        out.update(index.get(module, {}))
     return list(out)
 
 

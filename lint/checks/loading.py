@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -12,17 +13,50 @@ from . import check
 MODELS = ("target", "draft")
 
 
+_LAYER_NO_PARAM = re.compile(r"Layer (\S+) has no parameter")
+_AVAILABLE_IN = re.compile(r"available parameters belonging to ([\w.]+) \((\w+)\)")
+_NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute")
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a.split("."), b.split(".")):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _error_module(ctx: Context, model: str, err: dict[str, Any]) -> str | None:
-    """The runtime module a failing tensor was headed for: the parameter whose weight
-    loader raised, or the one vLLM's KeyError names."""
+    """The runtime module a failing tensor was headed for, from what vLLM itself said:
+    the parameter whose weight loader raised, the parameter a KeyError names, the layer
+    prefix or module an error message names, or the module class it names."""
     if err.get("param"):
         return err["param"].rsplit(".", 1)[0]
     missing = ctx.missing_param_in(err)
     if missing:
         return ctx.module_of_param(model, missing)
+    message = err.get("message", "")
+    tensor = err.get("tensor") or ""
+    decisions = ctx.decisions(model)
+    if m := _LAYER_NO_PARAM.search(message):
+        for d in decisions:
+            if d["prefix"] == m.group(1):
+                return d.get("module") or d["prefix"]
+    if m := _AVAILABLE_IN.search(message):
+        name = m.group(1)
+        for d in decisions:
+            mod = d.get("module") or d["prefix"]
+            if mod == name or mod.endswith("." + name):
+                return mod
+    if m := _NO_ATTRIBUTE.search(message):
+        same_class = [d for d in decisions if d["layer_class"] == m.group(1)]
+        if same_class:
+            best = max(same_class, key=lambda d: _common_prefix_len(d["prefix"], tensor))
+            if _common_prefix_len(best["prefix"], tensor) >= 2:
+                return best.get("module") or best["prefix"]
     # Shape asserts do not name the parameter; when the checkpoint name is already the
     # runtime module path (most loaders), that module is the one.
-    tensor = err.get("tensor") or ""
     module = tensor.rsplit(".", 1)[0]
     if any(p.startswith(module + ".") for p in ctx.params(model)):
         return module

@@ -57,15 +57,25 @@ class Context:
     def load(self, model: str) -> dict[str, Any]:
         return self.report.get("load", {}).get(model, {})
 
+    def _decisions_by_path(self, model: str) -> dict[str, dict[str, Any]]:
+        cache = self.__dict__.setdefault("_by_path", {})
+        if model not in cache:
+            index: dict[str, dict[str, Any]] = {}
+            for d in self.decisions(model):
+                index.setdefault(d.get("module") or d["prefix"], d)
+            cache[model] = index
+        return cache[model]
+
     def decision_for_module_path(self, model: str, path: str) -> dict[str, Any] | None:
         """The construction decision of the module at `path`, or of its closest ancestor."""
-        best = None
-        for d in self.decisions(model):
-            mod = d.get("module") or d["prefix"]
-            if path == mod or path.startswith(mod + "."):
-                if best is None or len(mod) > len(best.get("module") or best["prefix"]):
-                    best = d
-        return best
+        index = self._decisions_by_path(model)
+        while path:
+            if path in index:
+                return index[path]
+            if "." not in path:
+                return None
+            path = path.rsplit(".", 1)[0]
+        return None
 
     def module_of_param(self, model: str, param: str) -> str:
         """The module path owning `param`, even when the param itself does not exist

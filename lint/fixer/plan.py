@@ -42,6 +42,9 @@ class Change:
     create: bool = False  # the JSON file does not exist yet: edit starts from {}
     tensors: list[NewTensor] = field(default_factory=list)  # set: a new shard holding these
     notes: list[str] = field(default_factory=list)  # shown with the plan (e.g. what it disables)
+    # Finding ids this change leaves in place on purpose (an original entry kept for other
+    # runtimes): the re-lint still reports them, but they do not fail the fix.
+    leaves: list[str] = field(default_factory=list)
 
     @property
     def is_shard(self) -> bool:

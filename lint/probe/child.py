@@ -50,7 +50,7 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
         "schema": REPORT_SCHEMA,
         "vllm": {"version": getattr(vllm, "__version__", None), "commit": _commit()},
         "request": {k: v for k, v in request.items() if k != "tensors_file"},
-        "stubbed_modules": list(runtime_shim.NATIVE_MODULES),
+        "stubbed_modules": list(runtime_shim.NATIVE_MODULES + runtime_shim.LATE_STUBS),
     }
     report["patches"] = apply_patches(request.get("patches", []))
 

@@ -38,6 +38,12 @@ NATIVE_MODULES = (
     "quack",
 )
 
+# Stubbed only after transformers has recorded that they are unavailable, so its
+# availability checks stay truthful while an unguarded import still succeeds: PyPI's
+# torchvision does not load beside torch 2.13 CPU, and multimodal classes (Qwen3.5)
+# import its transforms for image preprocessing the probe never runs.
+LATE_STUBS = ("torchvision",)
+
 # torch.ops namespaces that vLLM's native extensions would have registered.
 OP_NAMESPACES = ("_C", "_C_cache_ops", "_C_custom_ar", "_moe_C", "_rocm_C", "_qutlass_C",
                  "_flashmla_C", "_flashmla_extension_C", "_vllm_fa2_C", "_vllm_fa3_C",
@@ -136,8 +142,11 @@ class _StubLoader(importlib.abc.Loader):
 
 
 class _NativeStubFinder(importlib.abc.MetaPathFinder):
+    def __init__(self, names: tuple[str, ...] = NATIVE_MODULES):
+        self.names = names
+
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        for native in NATIVE_MODULES:
+        for native in self.names:
             if fullname == native or fullname.startswith(native + "."):
                 return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
         return None
@@ -146,6 +155,13 @@ class _NativeStubFinder(importlib.abc.MetaPathFinder):
 def install_native_stubs() -> None:
     if not any(isinstance(f, _NativeStubFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _NativeStubFinder())
+
+
+def install_late_stubs() -> None:
+    import transformers.utils.import_utils  # noqa: F401  (records what is really installed)
+
+    if not any(isinstance(f, _NativeStubFinder) and f.names == LATE_STUBS for f in sys.meta_path):
+        sys.meta_path.insert(0, _NativeStubFinder(LATE_STUBS))
 
 
 def install_op_fallbacks() -> None:
@@ -317,3 +333,4 @@ def install(sm: tuple[int, int], device_name: str, total_memory: int, device_cou
     install_cuda_inert_objects()
     install_platform(sm, device_name, total_memory, device_count)
     install_inprocess_registry_inspection()
+    install_late_stubs()

@@ -1,0 +1,173 @@
+"""Write a rendered plan so that a run killed at any instant leaves a loadable checkpoint.
+
+Every file is replaced atomically (temp file in the same directory, fsync, os.replace,
+fsync of the directory), and in dependency order: new shards first (nothing references
+them yet), then the index that references them, then the config files. Each existing
+file is copied to `<name>.mtplint-orig` before its first change, never over an older copy.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from .plan import INDEX_NAME, NewTensor, Rendered
+
+BACKUP_SUFFIX = ".mtplint-orig"
+CHUNK = 16 * 2**20  # bytes per copy step: a shard is never held in memory
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on directories; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+def _temp_in(d: Path, name: str) -> tuple[int, Path]:
+    # The temp name ends neither in .json nor .safetensors: a loader globbing the
+    # directory after a kill must not pick it up.
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{name}.", suffix=".mtplint-tmp")
+    return fd, Path(tmp)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = _temp_in(path.parent, path.name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def keep_original(path: Path) -> Path | None:
+    """Copy `path` to `<path>.mtplint-orig` unless that exists; hard-linking the finished
+    copy into place is what makes "never overwrite" atomic."""
+    if not path.exists():
+        return None
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    if backup.exists():
+        return backup
+    fd, tmp = _temp_in(path.parent, backup.name)
+    try:
+        with os.fdopen(fd, "wb") as f, open(path, "rb") as src:
+            while chunk := src.read(CHUNK):
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, backup)
+        except FileExistsError:
+            pass  # another run kept it first: that copy is the older, keep it
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
+                raise
+            if not backup.exists():  # no hard links here: fall back to a rename
+                os.replace(tmp, backup)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+    return backup
+
+
+def _header(tensors: list[NewTensor]) -> tuple[bytes, int]:
+    import json
+
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for t in tensors:
+        header[t.name] = {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes]}
+        offset += t.nbytes
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # safetensors pads the header to 8 bytes with spaces
+    return len(raw).to_bytes(8, "little") + raw, offset
+
+
+def _copy_range(src: int, begin: int, end: int, dst: int, at: int) -> None:
+    """Copy src[begin:end) to dst[at:...). Holes in the source (sparse files) are skipped,
+    not read: the destination was sized up front, so skipped bytes read back as zeros."""
+    pos = begin
+    while pos < end:
+        try:
+            data = os.lseek(src, pos, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # only a hole remains
+                return
+            data = pos  # SEEK_DATA unsupported: treat everything as data
+        if data >= end:
+            return
+        try:
+            hole = min(os.lseek(src, data, os.SEEK_HOLE), end)
+        except OSError:
+            hole = end
+        while data < hole:
+            n = min(CHUNK, hole - data)
+            chunk = os.pread(src, n, data)
+            if len(chunk) != n:
+                raise OSError(errno.EIO, f"short read: {len(chunk)} of {n} bytes at offset {data}")
+            if chunk.count(0) != n:  # an all-zero chunk stays a hole in the copy too
+                os.pwrite(dst, chunk, at + data - begin)
+            data += n
+        pos = hole
+
+
+def write_shard(root: Path, name: str, tensors: list[NewTensor]) -> None:
+    path = root / name
+    head, data_len = _header(tensors)
+    fd, tmp = _temp_in(root, name)
+    try:
+        os.ftruncate(fd, len(head) + data_len)
+        os.pwrite(fd, head, 0)
+        at = len(head)
+        for t in tensors:
+            src = os.open(root / t.source_file, os.O_RDONLY)
+            try:
+                _copy_range(src, t.source_begin, t.source_end, fd, at)
+            finally:
+                os.close(src)
+            at += t.nbytes
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(root)
+
+
+def write_order(rendered: Rendered) -> list[str]:
+    """Shards, then the index, then everything else (config.json last: it is what a
+    loader reads first, so it changes only once what it may refer to is in place)."""
+    others = sorted(f for f in rendered.json if f != INDEX_NAME)
+    others.sort(key=lambda f: f == "config.json")
+    return [*rendered.shards, *([INDEX_NAME] if INDEX_NAME in rendered.json else []), *others]
+
+
+def apply(root: Path, rendered: Rendered) -> list[str]:
+    """Write the plan; returns the files written, in order."""
+    written = []
+    for name in write_order(rendered):
+        if name in rendered.shards:
+            write_shard(root, name, rendered.shards[name])
+        else:
+            path = root / name
+            keep_original(path)
+            write_atomic(path, rendered.json[name][1].encode("utf-8"))
+        written.append(name)
+    return written

@@ -1,0 +1,42 @@
+"""ignore-unquantized-mtp-block (MTP002): exclude the draft modules vLLM builds quantized
+while the checkpoint stores them unquantized, by their construction prefixes.
+
+Exact names only: they say precisely which modules change, and a layer-wide entry is
+what rewrite-ignore-to-runtime-names writes when a dead entry meant the whole layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..findings import Finding
+from ..inventory.model import Inventory
+from .plan import Change
+
+ID = "ignore-unquantized-mtp-block"
+
+
+def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], *,
+         options: dict[str, Any] | None = None) -> list[Change]:
+    from ..engine.context import Context
+    from .exclusions import exclusion_list, feeders, runtime_entries
+
+    wanted = []
+    for f in findings:
+        ev = f.evidence or {}
+        # Target modules fed unquantized tensors are not an MTP block: their dead or
+        # missing entry is MTP001's (or the quantizer's) business.
+        if f.code == "MTP002" and ev.get("model") == "draft" and ev.get("construction_prefix"):
+            mp = ("draft", ev["construction_prefix"])
+            if mp not in wanted:
+                wanted.append(mp)
+    lst = exclusion_list(inventory)
+    if not wanted or lst is None:
+        return []
+    ctx = Context(inventory, report, {})
+    entries, notes = runtime_entries(ctx, lst, wanted, feeders(ctx), collapse=False)
+    if not entries:
+        return []
+    changes = lst.add_change(ID, entries, f"exclude {', '.join(entries)} (unless an entry already covers them)")
+    changes[0].notes = notes
+    return changes

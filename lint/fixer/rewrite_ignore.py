@@ -1,0 +1,64 @@
+"""rewrite-ignore-to-runtime-names (MTP001): give each dead exclusion entry the
+runtime-namespace entries vLLM's matcher needs.
+
+The on-disk modules the dead entry names are followed through the probe's weight flow to
+the construction prefixes they were loaded into; those prefixes are what the entry meant.
+The original entry stays by default: SGLang and other runtimes match on-disk names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..findings import Finding
+from ..inventory.model import Inventory
+from .plan import Change
+
+ID = "rewrite-ignore-to-runtime-names"
+
+
+def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], *,
+         options: dict[str, Any] | None = None) -> list[Change]:
+    from ..checks.exclusions import _ondisk_modules_meant, _runtime_prefixes_for
+    from ..engine.context import Context
+    from .exclusions import exclusion_list, feeders, runtime_entries
+
+    dead = [f for f in findings if f.code == "MTP001"]
+    lst = exclusion_list(inventory)
+    if not dead or lst is None:
+        return []
+    ctx = Context(inventory, report, {})
+    feed = feeders(ctx)
+    modules = sorted(inventory.modules)
+    drop_dead = bool((options or {}).get("drop_dead"))
+    changes: list[Change] = []
+    drop: list[str] = []
+    for f in dead:
+        entry = f.key
+        wanted = _runtime_prefixes_for(ctx, _ondisk_modules_meant(entry, modules))
+        entries, notes = runtime_entries(ctx, lst, wanted, feed, collapse=True)
+        # Replaced: everything the entry meant is (or will be) excluded by runtime names.
+        replaced = bool(wanted) and not notes
+        keep = replaced and not drop_dead
+        if entries:
+            group = lst.add_change(ID, entries, f"add {', '.join(entries)} for dead entry {entry!r}")
+        elif keep or notes:
+            # A repeated run has nothing to add; a change that writes nothing still says
+            # what is left and why.
+            file, key = lst.places[0]
+            group = [Change(fix=ID, file=file, summary=f"{file}:{key}: nothing to add for dead entry "
+                            f"{entry!r}" + (" (runtime names already cover it)" if replaced else ""))]
+        else:
+            group = []
+        if group:
+            group[0].notes = notes
+            if keep:
+                group[0].notes.append(f"kept {entry!r} (runtimes matching on-disk names read it); "
+                                      "--drop-dead removes it")
+                group[0].leaves.append(f.id)
+            changes += group
+        if drop_dead:
+            drop.append(entry)
+    if drop:
+        changes += lst.remove_change(ID, drop, f"drop dead {', '.join(repr(e) for e in drop)}")
+    return changes
