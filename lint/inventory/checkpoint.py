@@ -14,6 +14,7 @@ from typing import Any
 
 from mtplint.errors import BadInput
 from mtplint.inventory.declared import parse_declared
+from mtplint.inventory import memo
 from mtplint.inventory.fingerprint import fingerprint_modules
 from mtplint.inventory.model import Inventory, TensorInfo
 from mtplint.inventory.safetensors_header import read_header
@@ -49,7 +50,20 @@ def _load(path: str | os.PathLike, progress: Progress | None) -> Inventory:
     hf_quant = read_json_object(hq_path) if hq_path.is_file() else None
     declared = parse_declared(config, hf_quant, root)
 
-    index_path = root / INDEX_NAME
+    sig = memo.signature(root)
+    hit = memo.load(sig) if sig else None
+    if hit is not None:
+        return Inventory(root=root, config=config, config_path=config_path, hf_quant_config=hf_quant,
+                         declared=declared, **hit)
+    inventory = _read_layout(root, config, config_path, hf_quant, declared, progress)
+    if sig:
+        memo.store(sig, inventory)
+    return inventory
+
+
+def _read_layout(root: Path, config: dict[str, Any], config_path: Path, hf_quant: dict[str, Any] | None,
+                 declared: Any, progress: Progress | None) -> Inventory:
+    index_path: Path | None = root / INDEX_NAME
     if index_path.is_file():
         tensors, shards = _load_indexed(root, index_path, progress)
     else:
