@@ -85,10 +85,11 @@ def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
     key = ctx.inventory.declared.exclusion_key or f"quantization_config.{ex.get('attr')}"
     ondisk_modules = sorted(ctx.inventory.modules)
     hits = []
+    written = ex.get("as_written", {})
     for entry, matched in entries.items():
         if matched:
             continue
-        meant = _ondisk_modules_meant(entry, ondisk_modules)
+        meant = _ondisk_modules_meant(written.get(entry, entry), ondisk_modules)
         prefixes = _runtime_prefixes_for(ctx, meant)
         markers = [m.lower() for m in options.get("mtp_markers", ["mtp"])]
         mtp_intent = any(m in entry.lower() for m in markers) or any(
@@ -99,10 +100,11 @@ def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
             options.get("error_when_on_disk_name", True) and bool(meant))
         hit = Hit(
             key=entry,
-            fields={"entry": entry, "key": key, "suggestion": _suggest(prefixes) or "none found"},
+            fields={"entry": written.get(entry, entry), "key": key,
+                    "suggestion": _suggest(prefixes) or "none found"},
             location=ctx.config_location(key),
             severity="error" if is_error else "warning",
-            evidence={"matcher": ex.get("matcher"), "ondisk_modules_matched": meant[:8],
+            evidence={"matcher": ex.get("matcher"), "matched_as": entry, "ondisk_modules_matched": meant[:8],
                       "ondisk_modules_matched_count": len(meant),
                       "runtime_prefixes": [f"{m}:{p}" for m, p in prefixes][:12],
                       "intent": "mtp" if mtp_intent else None},

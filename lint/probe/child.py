@@ -125,6 +125,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
         layers += [(m, p, None) for m, p in built.prefixes if (m, p) not in seen]
         original = getattr(qc, "_mtplint_original_get_quant_method", qc.get_quant_method)
         report["exclusions"] = matchers.match_entries(qc, original, layers)
+        report["exclusions"]["as_written"] = matchers.as_written(
+            report["exclusions"], getattr(built.vllm_config.model_config.hf_config, "quantization_config", None))
         timings["exclusions"] = time.perf_counter() - t
     report["kernels"] = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])
     timings["total"] = time.perf_counter() - t0

@@ -136,3 +136,16 @@ def match_entries(quant_config: Any, get_quant_method: Any,
                     hits.append(f"{model}:{prefix}")
         result[str(entry)] = hits
     return {"attr": attr, "matcher": "outcome", "entries": result}
+
+
+def as_written(result: dict[str, Any], declared: Any) -> dict[str, str]:
+    """The config's own spelling of each entry, where vLLM rewrote the list into its runtime
+    namespace first (compressed-tensors `apply_vllm_mapper` with the model's
+    hf_to_vllm_mapper): {entry as matched: entry as written}."""
+    if not isinstance(declared, dict) or result.get("attr") is None:
+        return {}
+    written = declared.get(result["attr"])
+    matched = list(result.get("entries", {}))
+    if not isinstance(written, list) or len(written) != len(matched):
+        return {}
+    return {m: str(w) for m, w in zip(matched, written) if m != str(w)}
