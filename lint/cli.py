@@ -211,6 +211,11 @@ def rules_cmd() -> None:
         click.echo(f"{r.code}  {r.name:<40} {r.severity:<8} {r.summary}")
 
 
+from .fix_cli import fix_cmd  # noqa: E402  (the fix command lives in its own module)
+
+main.add_command(fix_cmd)
+
+
 def cli_entry(argv: list[str] | None = None) -> int:
     try:
         main.main(args=argv, prog_name="mtplint", standalone_mode=False)

@@ -90,31 +90,34 @@ def _counts(findings: list[Finding]) -> str:
         f" ({detail})" if detail else "")
 
 
-def _list(findings: list[Finding], leaves: set[str]) -> None:
+def _list(findings: list[Finding], leaves: set[str], expects: dict[str, str] | None = None) -> None:
     for f in findings:
         kept = "  [kept on purpose]" if f.id in leaves else ""
         click.echo(f"  {f.code} {f.severity:<7} {f.message}{kept}")
-        if f.fixes.artifact and not kept:
+        if expects and f.code in expects:
+            click.echo(f"      expected: {expects[f.code]}")
+        elif f.fixes.artifact and not kept:
             click.echo(f"      -> mtplint fix --only {','.join(f.fixes.artifact)}")
 
 
 def _fix(path: Path, s: dict[str, Any]) -> int:
     from .fixer.apply import BACKUP_SUFFIX, apply
-    from .fixer.run import blocking, choose, lint, plan_all, render_all, unaddressed
+    from .fixer.run import blocking, choose, lint, parse_only, plan_all, render_all, unaddressed
 
+    only = parse_only(s.get("only"))
     say = _progress(s["quiet"])
     if say:
         say(f"linting {path}")
     before = lint(path, s, progress=say)
     root = before.inventory.root
     click.echo(f"lint: {_counts(before.findings)}")
-    fixes = choose(s.get("only"), before.findings)
+    fixes = choose(only, before.findings)
     plans = plan_all(before, fixes, {"drop_dead": bool(s.get("drop_dead"))})
     changes = [c for cs in plans.values() for c in cs]
     leaves = {i for c in changes for i in c.leaves}
     failing = [f for f in blocking(before.findings, s["fail_on"]) if f.id not in leaves]
     if not changes:
-        click.echo("nothing to fix" + (" with " + ", ".join(f.id for f in fixes) if s.get("only") else ""))
+        click.echo("nothing to fix" + (" with " + ", ".join(only) if only else ""))
         _list(failing, leaves)
         return EXIT_FINDINGS if failing else EXIT_OK
 
@@ -139,7 +142,7 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
                            f"[{t.source_begin}:{t.source_end}]")
         left = unaddressed(failing, {f for f, cs in plans.items() if cs})
         if left:
-            click.echo("not addressed by this plan:")
+            click.echo("not named by any planned fix (the re-lint after applying tells whether they remain):")
             _list(left, leaves)
         click.echo("dry run: nothing written")
         return EXIT_OK
@@ -159,7 +162,7 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
         say("linting again (new probe)")
     after = lint(path, s, fresh=True, progress=say)
     click.echo(f"re-lint: {_counts(after.findings)}")
-    _list(after.findings, leaves)
+    _list(after.findings, leaves, {k: v for c in changes for k, v in c.expects.items()})
     remaining = [f for f in blocking(after.findings, s["fail_on"]) if f.id not in leaves]
     return EXIT_FINDINGS if remaining else EXIT_OK
 

@@ -56,7 +56,8 @@ def draft_params_never_loaded(ctx: Context, options: dict) -> list[Hit]:
         info = ctx.params("draft").get(params[0], {})
         cause = next((v for k, v in ctx.causes.items()
                       if k.startswith("quant-mismatch:draft:") and
-                      (module + ".").startswith(k.removeprefix("quant-mismatch:draft:") + ".")), None)
+                      (module + ".").startswith(k.removeprefix("quant-mismatch:draft:") + ".")),
+                     ctx.causes.get("mtp-missing"))
         hits.append(Hit(
             key=module,
             fields={"param": params[0], "module_class": info.get("module_class")},

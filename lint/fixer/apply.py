@@ -32,15 +32,28 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
-def _temp_in(d: Path, name: str) -> tuple[int, Path]:
+def _temp_in(d: Path, name: str, like: Path | None = None) -> tuple[int, Path]:
     # The temp name ends neither in .json nor .safetensors: a loader globbing the
     # directory after a kill must not pick it up.
     fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{name}.", suffix=".mtplint-tmp")
+    # mkstemp makes the file 0600; the replacement keeps the mode of the file it replaces
+    # (or a new file's usual umask mode), or other users lose read access to the model.
+    try:
+        mode = (like.stat().st_mode & 0o7777) if like is not None and like.exists() else 0o666 & ~_umask()
+        os.fchmod(fd, mode)
+    except OSError:
+        pass
     return fd, Path(tmp)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = _temp_in(path.parent, path.name)
+    fd, tmp = _temp_in(path.parent, path.name, like=path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -61,7 +74,7 @@ def keep_original(path: Path) -> Path | None:
     backup = path.with_name(path.name + BACKUP_SUFFIX)
     if backup.exists():
         return backup
-    fd, tmp = _temp_in(path.parent, backup.name)
+    fd, tmp = _temp_in(path.parent, backup.name, like=path)
     try:
         with os.fdopen(fd, "wb") as f, open(path, "rb") as src:
             while chunk := src.read(CHUNK):

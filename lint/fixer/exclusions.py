@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..inventory.fingerprint import split_module
@@ -27,15 +27,16 @@ class ExclusionList:
 
     style: str  # "ct" | "modelopt" | "fp8" | "gptq" | "awq" | "exact"
     places: list[tuple[str, str]]  # (file, dotted key); the first is the one vLLM reads
+    exact_of: dict[str, str] = field(default_factory=dict)  # exact-name entry -> its prefix
 
     @property
     def is_dict(self) -> bool:
         return self.style == "gptq"  # GPTQ `dynamic`: {"-:regex": {}} skips a module
 
     def exact(self, prefix: str) -> str:
-        if self.style == "gptq":
-            return f"-:^{re.escape(prefix)}$"
-        return prefix
+        entry = f"-:^{re.escape(prefix)}$" if self.style == "gptq" else prefix
+        self.exact_of[entry] = prefix
+        return entry
 
     def layer(self, root: str) -> str | None:
         """An entry matching every prefix under `root` ("model.layers.43."), or None when
@@ -65,6 +66,11 @@ class ExclusionList:
             return entry in prefix
         return False
 
+    def _covered(self, entry: str, have: list[str]) -> bool:
+        # Only an exact name can be judged covered by another entry; a pattern never is.
+        prefix = self.exact_of.get(entry)
+        return prefix is not None and any(h != entry and self.covers(h, prefix) for h in have)
+
     def current(self, doc: dict[str, Any], key: str) -> list[str]:
         value = get_key(doc, key)
         if isinstance(value, dict):
@@ -77,7 +83,10 @@ class ExclusionList:
         for file, key in self.places:
             def edit(doc: dict[str, Any], key: str = key) -> None:
                 have = self.current(doc, key)
-                todo = [e for e in entries if e not in have and not _covered_exact(self, e, have)]
+                todo: list[str] = []
+                for e in entries:
+                    if e not in have and e not in todo and not self._covered(e, have + todo):
+                        todo.append(e)
                 if not todo:
                     return
                 if self.is_dict:
@@ -110,14 +119,6 @@ def _rx_match(pattern: str, s: str) -> bool:
         return re.match(pattern, s) is not None
     except re.error:
         return False
-
-
-def _covered_exact(lst: ExclusionList, entry: str, have: list[str]) -> bool:
-    # Only exact names can be judged covered: a regex entry is never "covered" by another.
-    if entry.startswith(("re:", "-:")) or entry.endswith("*"):
-        return False
-    prefix = entry
-    return any(lst.covers(h, prefix) for h in have)
 
 
 def exclusion_list(inventory: Inventory) -> ExclusionList | None:
@@ -199,27 +200,27 @@ def runtime_entries(ctx: Any, lst: ExclusionList, wanted: list[tuple[str, str]],
     """Entries excluding `wanted` (model, prefix) pairs: one anchored layer entry where a
     whole layer is meant and excluding all of it changes nothing else, exact names
     otherwise. Returns (entries, notes)."""
-    notes: list[str] = []
-    keep = []
+    keep, quantized = [], []
     for mp in wanted:
         src = feed.get(mp, set())
-        if src and not unquantized_on_disk(ctx.inventory, src):
-            # Excluding it would build an unquantized module for quantized tensors (MTP003).
-            notes.append(f"{mp[1]}: left alone, its tensors ({sorted(src)[0]}, ...) are quantized on disk")
-            continue
-        keep.append(mp)
+        # Excluding a module whose tensors are quantized on disk would build it unquantized
+        # for quantized tensors (MTP003): the disk wins over the entry's intent.
+        (quantized if src and not unquantized_on_disk(ctx.inventory, src) else keep).append(mp)
+    notes = [f"{len(quantized)} module(s) left quantized because their tensors are quantized on disk "
+             f"(e.g. {quantized[0][1]})"] if quantized else []
     covered = covered_now(ctx.report)
+    todo = [mp for mp in keep if mp not in covered]  # a live entry already excludes the rest
     entries: list[str] = []
     done: set[tuple[str, str]] = set()
     if collapse:
-        for root in sorted({m.group(1) for _, p in keep if (m := _LAYER_ROOT.match(p))}):
+        for root in sorted({m.group(1) for _, p in todo if (m := _LAYER_ROOT.match(p))}):
             entry = lst.layer(root)
             if entry is None or not _whole_layer(ctx, root, set(keep), feed):
                 continue
             entries.append(entry)
-            done |= {mp for mp in keep if mp[1].startswith(root)}
-    for mp in keep:
-        if mp in done or mp in covered:
+            done |= {mp for mp in todo if mp[1].startswith(root)}
+    for mp in todo:
+        if mp in done:
             continue
         e = lst.exact(mp[1])
         if e not in entries:

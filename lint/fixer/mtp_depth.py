@@ -55,10 +55,11 @@ def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], 
     def edit(doc: dict[str, Any]) -> None:
         set_key(doc, key, depth)
 
-    notes = []
+    notes, expects = [], {}
     if depth == 0:
+        expects["MTP009"] = "depth 0: vLLM refuses --speculative-config method=mtp for this checkpoint"
         notes.append("this checkpoint ships no MTP layer: depth 0 DISABLES MTP. Serve it without "
                      "--speculative-config (vLLM 0.33.0 rejects method=mtp for it), or restore the "
                      "MTP tensors from the original checkpoint instead of running this fix")
-    return [Change(fix=ID, file=CONFIG, edit=edit, notes=notes,
+    return [Change(fix=ID, file=CONFIG, edit=edit, notes=notes, expects=expects,
                    summary=f"{CONFIG}:{key}: {old} -> {depth} (MTP layers on disk)")]

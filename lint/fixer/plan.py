@@ -45,6 +45,9 @@ class Change:
     # Finding ids this change leaves in place on purpose (an original entry kept for other
     # runtimes): the re-lint still reports them, but they do not fail the fix.
     leaves: list[str] = field(default_factory=list)
+    # Rule code -> why the re-lint is expected to report it once this change is made (it
+    # still counts: the artifact is not servable with MTP, and the user should know why).
+    expects: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_shard(self) -> bool:

@@ -33,8 +33,12 @@ def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], 
     drop_dead = bool((options or {}).get("drop_dead"))
     changes: list[Change] = []
     drop: list[str] = []
+    # A finding is keyed by the entry as vLLM matched it; where vLLM mapped the list into its
+    # runtime namespace first, the config spells it differently, and the config's spelling
+    # is what names on-disk modules and what --drop-dead must remove.
+    written = (report.get("exclusions") or {}).get("as_written", {})
     for f in dead:
-        entry = f.key
+        entry = written.get(f.key, f.key)
         wanted = _runtime_prefixes_for(ctx, _ondisk_modules_meant(entry, modules))
         entries, notes = runtime_entries(ctx, lst, wanted, feed, collapse=True)
         # Replaced: everything the entry meant is (or will be) excluded by runtime names.

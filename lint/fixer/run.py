@@ -60,16 +60,21 @@ def lint(path: Path, s: dict[str, Any], *, fresh: bool = False,
     return Linted(inventory, report, findings)
 
 
-def choose(only: str | None, findings: list[Finding]) -> list[Fix]:
-    """--only ids (validated), else every registered fix some finding recommends."""
-    if only:
-        ids = [i.strip() for i in only.split(",") if i.strip()]
-        unknown = [i for i in ids if i not in FIXES]
-        if unknown:
-            raise BadInput(f"--only: unknown fix id(s) {', '.join(unknown)}; known: {', '.join(FIXES)}")
-        wanted = set(ids)
-    else:
-        wanted = {i for f in findings for i in f.fixes.artifact}
+def parse_only(only: str | None) -> list[str] | None:
+    """--only ids, validated before anything is probed."""
+    if not only:
+        return None
+    ids = [i.strip() for i in only.split(",") if i.strip()]
+    unknown = [i for i in ids if i not in FIXES]
+    if unknown or not ids:
+        raise BadInput(f"--only: unknown fix id(s) {', '.join(unknown) or repr(only)}; "
+                       f"known: {', '.join(FIXES)}")
+    return ids
+
+
+def choose(only: list[str] | None, findings: list[Finding]) -> list[Fix]:
+    """The --only fixes, else every registered fix some finding recommends."""
+    wanted = set(only) if only is not None else {i for f in findings for i in f.fixes.artifact}
     return [f for f in FIXES.values() if f.id in wanted]  # registry order is plan order
 
 
