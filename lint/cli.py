@@ -69,6 +69,8 @@ def main() -> None:
 @click.option("--with-patches", help="Re-probe with these mtplint runtime patch ids applied (comma-separated).")
 @click.option("--probe-timeout", type=float, help="Seconds before the probe is killed [600].")
 @click.option("--no-cache", is_flag=True, help="Probe again even when a cached report exists.")
+@click.option("--trust-remote-code", is_flag=True,
+              help="Let the probe run the checkpoint's configuration code (auto_map), as vLLM would.")
 @click.option("--no-elision", is_flag=True,
               help="Feed every expert tensor to load_weights (slower; default elides identical ones).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
@@ -131,6 +133,7 @@ def _check(path: Path, s: dict[str, Any], debug: bool) -> int:
         pipeline_parallel_size=s["pipeline_parallel_size"], patches=s["patches"],
         serve_args={"kv_cache_dtype": s["kv_cache_dtype"]} if s.get("kv_cache_dtype") else {},
         python=s.get("vllm_python"), timeout=s["probe_timeout"], elide=not s.get("no_elision"),
+        trust_remote_code=bool(s.get("trust_remote_code")),
     )
     report = run_probe(inventory, request, identity=identity, use_cache=not s["no_cache"], progress=say)
     inputs = {"path": str(path), "gpu": gpu.key, "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",

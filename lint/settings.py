@@ -21,7 +21,8 @@ FILE_KEYS = {"num-speculative-tokens": "num_speculative_tokens", "gpu": "gpu", "
              "pipeline-parallel-size": "pipeline_parallel_size", "kv-cache-dtype": "kv_cache_dtype",
              "select": "select", "ignore": "ignore", "fail-on": "fail_on",
              "with-patches": "with_patches", "probe-timeout": "probe_timeout",
-             "vllm-commit": "vllm_commit", "vllm-python": "vllm_python"}
+             "vllm-commit": "vllm_commit", "vllm-python": "vllm_python",
+             "trust-remote-code": "trust_remote_code"}
 
 
 def _from_files(path: Path) -> tuple[dict[str, Any], str | None]:

@@ -141,3 +141,12 @@ def test_vllm_python_without_vllm_is_bad_input(tmp_path):
 
     bare = shutil.which("python3.11") or "/usr/bin/python3"
     assert_bad_input(run(str(d), "--vllm-python", bare), "no vLLM is installed")
+
+
+def test_custom_config_code_needs_trust_remote_code(tmp_path):
+    from fixtures.build import cached_build
+
+    proc = subprocess.run([*MTPLINT, str(cached_build("mimo-bf16")), "--no-cache"], capture_output=True,
+                          text=True, timeout=300,
+                          env={**__import__("os").environ, "MTPLINT_CACHE_DIR": str(tmp_path / "c")})
+    assert_bad_input(proc, "--trust-remote-code")

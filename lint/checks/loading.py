@@ -16,6 +16,7 @@ MODELS = ("target", "draft")
 _LAYER_NO_PARAM = re.compile(r"Layer (\S+) has no parameter")
 _AVAILABLE_IN = re.compile(r"available parameters belonging to ([\w.]+) \((\w+)\)")
 _NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute")
+_NO_MODULE_OR_PARAM = re.compile(r"no module or parameter named '([\w.]+)'")
 
 
 def _common_prefix_len(a: str, b: str) -> int:
@@ -43,6 +44,11 @@ def _error_module(ctx: Context, model: str, err: dict[str, Any]) -> str | None:
         for d in decisions:
             if d["prefix"] == m.group(1):
                 return d.get("module") or d["prefix"]
+    if (m := _NO_MODULE_OR_PARAM.search(message)) and m.group(1).count(".") >= 2:
+        module = ctx.module_of_param(model, m.group(1))
+        if ctx.decision_for_module_path(model, module) or any(
+                p.startswith(module + ".") for p in ctx.params(model)):
+            return module
     if m := _AVAILABLE_IN.search(message):
         name = m.group(1)
         for d in decisions:

@@ -67,7 +67,7 @@ def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
     model_config = ModelConfig(
         model=request["config_dir"],
         skip_tokenizer_init=True,
-        trust_remote_code=False,
+        trust_remote_code=bool(request.get("trust_remote_code")),
         **({"dtype": serve["dtype"]} if serve.get("dtype") else {}),
     )
     parallel_config = ParallelConfig(tensor_parallel_size=request["tensor_parallel_size"],

@@ -40,13 +40,15 @@ class ProbeRequest:
     python: str | None = None
     timeout: float = DEFAULT_TIMEOUT
     elide: bool = True  # feed only the edge experts of identical per-expert tensor runs
+    trust_remote_code: bool = False  # execute the checkpoint's configuration code (opt-in)
 
     def key_fields(self) -> dict[str, Any]:
         return {"sm": list(self.sm), "gpu_name": self.gpu_name,
                 "num_speculative_tokens": self.num_speculative_tokens,
                 "tensor_parallel_size": self.tensor_parallel_size,
                 "pipeline_parallel_size": self.pipeline_parallel_size,
-                "patches": sorted(self.patches), "serve_args": self.serve_args, "elide": self.elide}
+                "patches": sorted(self.patches), "serve_args": self.serve_args, "elide": self.elide,
+                "trust_remote_code": self.trust_remote_code}
 
 
 def _package_dir() -> Path:
@@ -139,6 +141,7 @@ def run_probe(inventory: Inventory, request: ProbeRequest, *,
     with tempfile.TemporaryDirectory(prefix="mtplint-probe-") as tmp:
         report = _run_child(inventory, request, Path(tmp), progress)
     report["cached"] = False
+    _raise_for_usage(report)
     _raise_for_environment(report)
     if use_cache:
         cache.store(key, report)
@@ -152,7 +155,11 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
     # vLLM reads only configuration from the model directory here; the weights come
     # from the inventory as meta tensors.
     (config_dir / "config.json").write_bytes(inventory.config_path.read_bytes())
-    for extra in ("hf_quant_config.json", "generation_config.json"):
+    extras = ["hf_quant_config.json", "generation_config.json"]
+    if request.trust_remote_code:
+        # The configuration code auto_map names (configuration_*.py) travels with config.json.
+        extras += [p.name for p in inventory.root.glob("*.py")]
+    for extra in extras:
         src = inventory.root / extra
         if src.is_file():
             (config_dir / extra).write_bytes(src.read_bytes())
@@ -167,6 +174,7 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "patches": request.patches, "serve_args": request.serve_args,
         "no_elision": not request.elide,
+        "trust_remote_code": request.trust_remote_code,
     }
     req_file, report_file = tmp / "request.json", tmp / "report.json"
     req_file.write_text(json.dumps(req))
@@ -214,9 +222,15 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
 _ENVIRONMENT_ERRORS = (
     ("failed to be inspected", "vLLM could not inspect the model class on this machine (its "
      "registry import failed; multimodal classes need a torchvision that loads beside this torch)"),
-    ("trust_remote_code", "the config needs custom code (auto_map / trust_remote_code), which the "
-     "probe does not execute"),
 )
+
+
+def _raise_for_usage(report: dict[str, Any]) -> None:
+    message = (report.get("config_error") or {}).get("message", "")
+    if "trust_remote_code" in message:
+        raise BadInput("config.json names custom configuration code (auto_map), which the probe runs "
+                       "only when asked: pass --trust-remote-code if you trust this checkpoint",
+                       detail=message[-1500:])
 
 
 def _raise_for_environment(report: dict[str, Any]) -> None:
