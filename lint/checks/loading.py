@@ -230,7 +230,7 @@ def mtp_layers_missing(ctx: Context, options: dict) -> list[Hit]:
     cfg = ctx.inventory.config
     key, expected = _depth_field(cfg)
     draft_fed = ctx.load("draft").get("fed", {})
-    ctx.causes["mtp-missing"] = "MTP006:mtp-depth"
+    ctx.causes.setdefault("mtp-missing", "MTP006:mtp-depth")
     return [Hit(
         key="mtp-depth",
         fields={"expected": expected, "found": len({t.split(".")[1] for t in draft_fed if t.startswith("mtp.")}),
