@@ -268,3 +268,41 @@ def load_error_unexplained(ctx: Context, options: dict) -> list[Hit]:
                       "vllm_frame": first.get("frame")},
         ))
     return hits
+
+
+@check
+def tensors_consumed_by_nothing(ctx: Context, options: dict) -> list[Hit]:
+    """Checkpoint tensors that neither model's own load_weights() put anywhere, without an
+    error: the loaders skipped them silently. Grouped by top-level prefix, so a whole MTP
+    block under a name the draft does not read is one finding."""
+    if ctx.report.get("construction_errors") or ctx.report.get("config_error"):
+        return []
+    consumed: set[str] = set()
+    for model in MODELS:
+        load = ctx.load(model)
+        consumed.update(load.get("fed", {}))
+        consumed.update(e.get("tensor") for e in load.get("errors", []) if e.get("tensor"))
+    unconsumed = [t for t in ctx.inventory.tensors if t not in consumed]
+    if not unconsumed:
+        return []
+    depth = int(options.get("group_depth", 3))
+    groups: dict[str, list[str]] = defaultdict(list)
+    for t in unconsumed:
+        # Layer indices generalized, so 92 identical buffers are one finding.
+        parts = ["*" if p.isdigit() else p for p in t.split(".")]
+        groups[".".join(parts[:depth])].append(t)
+    markers = [m.lower() for m in options.get("mtp_markers", ["mtp"])]
+    hits = []
+    for prefix, names in sorted(groups.items()):
+        mtp = any(m in prefix.lower() for m in markers)
+        key = f"unconsumed:{prefix}"
+        if mtp:
+            # If the draft also has empty parameters, this is the likely reason.
+            ctx.causes.setdefault("mtp-missing", f"MTP013:{key}")
+        hits.append(Hit(
+            key=key,
+            fields={"count": len(names), "prefix": prefix, "example": names[0]},
+            location=Location(file=ctx.tensor_file(names[0]), tensor=names[0]),
+            evidence={"examples": names[:8], "mtp_looking": mtp},
+        ))
+    return hits
