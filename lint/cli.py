@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 import click
 
 from . import __version__
-from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, BadInput, MtplintError
+from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, BadInput
+from .session import guarded
 from .findings import SEVERITY_RANK, RunResult
 from .settings import load_settings
 
@@ -81,69 +81,21 @@ def check_cmd(path: Path, **opts: Any) -> None:
 
 
 def _run_check(path: Path, opts: dict[str, Any]) -> int:
-    try:
-        settings = load_settings(path, opts)
-        return _check(path, settings, opts.get("debug", False))
-    except MtplintError as exc:
-        click.echo(f"mtplint: error: {exc.one_line()}", err=True)
-        if exc.detail and (opts.get("debug") or exc.exit_code == EXIT_INTERNAL):
-            click.echo(exc.detail, err=True)
-        if opts.get("debug"):
-            traceback.print_exc()
-        return exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("mtplint: interrupted", err=True)
-        return EXIT_INTERNAL
-    except Exception as exc:  # an mtplint bug: one line, exit 3
-        click.echo(f"mtplint: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
-        if opts.get("debug"):
-            traceback.print_exc()
-        return EXIT_INTERNAL
+    return guarded(lambda: _check(path, load_settings(path, opts)), bool(opts.get("debug")))
 
 
-def _check(path: Path, s: dict[str, Any], debug: bool) -> int:
+def _check(path: Path, s: dict[str, Any]) -> int:
     from .engine.loader import load_rules
-    from .engine.run import evaluate
-    from .gpus import resolve
-    from .inventory.checkpoint import load_inventory
-    from .probe.runner import ProbeRequest, check_vllm_commit, run_probe, vllm_identity
     from .reporters import render
     from .reporters.github import write_step_summary
+    from .session import lint
 
-    say = _progress(s["quiet"])
-    gpu = resolve(s.get("gpu"), s.get("sm"))
-    from .patches.registry import PATCHES
-
-    unknown = [p for p in s["patches"] if p not in PATCHES]
-    if unknown:
-        raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; "
-                       f"bundled: {', '.join(PATCHES) or 'none yet'}")
-    if say:
-        say(f"reading safetensors headers in {path}")
-    inventory = load_inventory(path)
-    identity = vllm_identity(s.get("vllm_python"))
-    check_vllm_commit(s.get("vllm_commit"), identity)
-    if identity.get("version") is None:
-        raise BadInput(f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, "
-                       "or pass --vllm-python)")
-    request = ProbeRequest(
-        sm=gpu.sm, gpu_name=gpu.name, gpu_memory=gpu.memory,
-        num_speculative_tokens=s["num_speculative_tokens"],
-        tensor_parallel_size=s["tensor_parallel_size"],
-        pipeline_parallel_size=s["pipeline_parallel_size"], patches=s["patches"],
-        serve_args={"kv_cache_dtype": s["kv_cache_dtype"]} if s.get("kv_cache_dtype") else {},
-        python=s.get("vllm_python"), timeout=s["probe_timeout"], elide=not s.get("no_elision"),
-        trust_remote_code=bool(s.get("trust_remote_code")),
-    )
-    report = run_probe(inventory, request, identity=identity, use_cache=not s["no_cache"], progress=say)
-    inputs = {"path": str(path), "gpu": gpu.key, "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
-              "num_speculative_tokens": request.num_speculative_tokens,
-              "tensor_parallel_size": request.tensor_parallel_size,
-              "pipeline_parallel_size": request.pipeline_parallel_size, "patches": request.patches}
-    findings, evaluated = evaluate(inventory, report, inputs, select=s["select"], ignore=s["ignore"])
-    for f in findings:
-        if f.fixes.patches:
-            f.fixes.serve = serve_command(path, request, f.fixes.patches)
+    formats = s["formats"] or ["text"]
+    outputs = s["outputs"]
+    if outputs and len(outputs) != len(formats):
+        raise BadInput("give one --output per --format")
+    linted = lint(path, s, progress=_progress(s["quiet"]))
+    findings, evaluated, inputs, report = linted.findings, linted.evaluated, linted.inputs, linted.report
     result = RunResult(
         findings=findings,
         rules_evaluated=[{"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary}
@@ -153,10 +105,6 @@ def _check(path: Path, s: dict[str, Any], debug: bool) -> int:
         probe={"cached": report.get("cached", False), "seconds": round(report.get("seconds", 0.0), 2)},
     )
     rules = load_rules()
-    formats = s["formats"] or ["text"]
-    outputs = s["outputs"]
-    if outputs and len(outputs) != len(formats):
-        raise BadInput("give one --output per --format")
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     for i, fmt in enumerate(formats):
         out = outputs[i] if outputs else None
@@ -170,24 +118,6 @@ def _check(path: Path, s: dict[str, Any], debug: bool) -> int:
         write_step_summary(result, rules)
     worst = max((SEVERITY_RANK[f.severity] for f in findings), default=-1)
     return EXIT_FINDINGS if worst >= SEVERITY_RANK[s["fail_on"]] else EXIT_OK
-
-
-def serve_command(path: Path, request: Any, patch_ids: list[str]) -> str:
-    """The vLLM command line this lint modelled, with the patches that resolve a finding."""
-    import json
-    import shlex
-
-    spec = json.dumps({"method": "mtp", "num_speculative_tokens": request.num_speculative_tokens},
-                      separators=(",", ":"))
-    parts = [f"MTPLINT_PATCHES={','.join(patch_ids)}", "vllm", "serve", shlex.quote(str(path)),
-             "--speculative-config", shlex.quote(spec)]
-    if request.tensor_parallel_size > 1:
-        parts += ["--tensor-parallel-size", str(request.tensor_parallel_size)]
-    if request.pipeline_parallel_size > 1:
-        parts += ["--pipeline-parallel-size", str(request.pipeline_parallel_size)]
-    if request.serve_args.get("kv_cache_dtype"):
-        parts += ["--kv-cache-dtype", request.serve_args["kv_cache_dtype"]]
-    return " ".join(parts)
 
 
 @main.command("rule")

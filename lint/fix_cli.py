@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import sys
 import time
-import traceback
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .errors import EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, MtplintError
+from .errors import EXIT_FINDINGS, EXIT_OK
+from .session import guarded
 from .findings import Finding
 from .settings import load_settings
 
@@ -51,24 +51,7 @@ def fix_cmd(path: Path, **opts: Any) -> None:
 
 
 def _run_fix(path: Path, opts: dict[str, Any]) -> int:
-    try:
-        settings = load_settings(path, opts)
-        return _fix(path, settings)
-    except MtplintError as exc:
-        click.echo(f"mtplint: error: {exc.one_line()}", err=True)
-        if exc.detail and (opts.get("debug") or exc.exit_code == EXIT_INTERNAL):
-            click.echo(exc.detail, err=True)
-        if opts.get("debug"):
-            traceback.print_exc()
-        return exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("mtplint: interrupted", err=True)
-        return EXIT_INTERNAL
-    except Exception as exc:  # an mtplint bug: one line, exit 3
-        click.echo(f"mtplint: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
-        if opts.get("debug"):
-            traceback.print_exc()
-        return EXIT_INTERNAL
+    return guarded(lambda: _fix(path, load_settings(path, opts)), bool(opts.get("debug")))
 
 
 def _progress(quiet: bool):

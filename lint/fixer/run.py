@@ -5,59 +5,22 @@ Kept apart from the click command so tests (and other tools) can plan and apply 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import BadInput
 from ..findings import SEVERITY_RANK, Finding
-from ..inventory.model import Inventory
+from ..session import Linted
+from ..session import lint as session_lint
 from .plan import Change, Rendered, render
 from .registry import FIXES, Fix
 
 
-@dataclass
-class Linted:
-    inventory: Inventory
-    report: dict[str, Any]
-    findings: list[Finding]
-
-
 def lint(path: Path, s: dict[str, Any], *, fresh: bool = False,
          progress: Callable[[str], None] | None = None) -> Linted:
-    """`mtplint check`'s pipeline. fresh: probe again, ignoring the cache, and store the new
-    report so a `mtplint check` right after does not probe a third time."""
-    from ..engine.run import evaluate
-    from ..gpus import resolve
-    from ..inventory.checkpoint import load_inventory
-    from ..probe import cache
-    from ..probe.runner import ProbeRequest, cache_key, check_vllm_commit, run_probe, vllm_identity
-
-    gpu = resolve(s.get("gpu"), s.get("sm"))
-    inventory = load_inventory(path)
-    identity = vllm_identity(s.get("vllm_python"))
-    check_vllm_commit(s.get("vllm_commit"), identity)
-    if identity.get("version") is None:
-        raise BadInput(f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, "
-                       "or pass --vllm-python)")
-    request = ProbeRequest(
-        sm=gpu.sm, gpu_name=gpu.name, gpu_memory=gpu.memory,
-        num_speculative_tokens=s["num_speculative_tokens"],
-        tensor_parallel_size=s["tensor_parallel_size"],
-        pipeline_parallel_size=s["pipeline_parallel_size"], patches=[],
-        serve_args={"kv_cache_dtype": s["kv_cache_dtype"]} if s.get("kv_cache_dtype") else {},
-        python=s.get("vllm_python"), timeout=s["probe_timeout"], elide=not s.get("no_elision"),
-    )
-    use_cache = not (fresh or s.get("no_cache"))
-    report = run_probe(inventory, request, identity=identity, use_cache=use_cache, progress=progress)
-    if fresh:
-        cache.store(cache_key(inventory, request, identity), report)
-    inputs = {"path": str(path), "gpu": gpu.key, "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
-              "num_speculative_tokens": request.num_speculative_tokens,
-              "tensor_parallel_size": request.tensor_parallel_size,
-              "pipeline_parallel_size": request.pipeline_parallel_size, "patches": []}
-    findings, _ = evaluate(inventory, report, inputs)
-    return Linted(inventory, report, findings)
+    """`mtplint check`'s pipeline, without runtime patches: an artifact fix must make the
+    checkpoint right for the vLLM as it is. fresh: probe again and store the new report."""
+    return session_lint(path, s, patches=[], fresh=fresh, progress=progress)
 
 
 def parse_only(only: str | None) -> list[str] | None:

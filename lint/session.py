@@ -1,0 +1,114 @@
+"""What `mtplint check` and `mtplint fix` share: turning settings into a probe request,
+running the lint pipeline, and the one-line error handling with documented exit codes."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from .errors import EXIT_INTERNAL, BadInput, MtplintError
+from .findings import Finding
+from .inventory.model import Inventory
+
+
+def guarded(run: Callable[[], int], debug: bool) -> int:
+    """Run a command body: MtplintError -> one line and its exit code; anything else is
+    an mtplint bug -> one line and exit 3. Tracebacks only with --debug."""
+    try:
+        return run()
+    except MtplintError as exc:
+        click.echo(f"mtplint: error: {exc.one_line()}", err=True)
+        if exc.detail and (debug or exc.exit_code == EXIT_INTERNAL):
+            click.echo(exc.detail, err=True)
+        if debug:
+            traceback.print_exc()
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("mtplint: interrupted", err=True)
+        return EXIT_INTERNAL
+    except Exception as exc:
+        click.echo(f"mtplint: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
+        if debug:
+            traceback.print_exc()
+        return EXIT_INTERNAL
+
+
+@dataclass
+class Linted:
+    inventory: Inventory
+    report: dict[str, Any]
+    findings: list[Finding]
+    evaluated: list[Any]
+    inputs: dict[str, Any]
+    request: Any
+
+
+def lint(path: Path, s: dict[str, Any], *, patches: list[str] | None = None, fresh: bool = False,
+         progress: Callable[[str], None] | None = None) -> Linted:
+    """The lint pipeline: inventory -> probe (cached) -> rule checks -> findings.
+    fresh: probe again and store the new report, so a check right after is a cache hit."""
+    from .engine.run import evaluate
+    from .gpus import resolve
+    from .inventory.checkpoint import load_inventory
+    from .patches.registry import PATCHES
+    from .probe import cache
+    from .probe.runner import ProbeRequest, cache_key, check_vllm_commit, run_probe, vllm_identity
+
+    gpu = resolve(s.get("gpu"), s.get("sm"))
+    patches = list(s.get("patches", []) if patches is None else patches)
+    unknown = [p for p in patches if p not in PATCHES]
+    if unknown:
+        raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; "
+                       f"bundled: {', '.join(PATCHES)}")
+    if progress:
+        progress(f"reading safetensors headers in {path}")
+    inventory = load_inventory(path)
+    identity = vllm_identity(s.get("vllm_python"))
+    check_vllm_commit(s.get("vllm_commit"), identity)
+    if identity.get("version") is None:
+        raise BadInput(f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, "
+                       "or pass --vllm-python)")
+    request = ProbeRequest(
+        sm=gpu.sm, gpu_name=gpu.name, gpu_memory=gpu.memory,
+        num_speculative_tokens=s["num_speculative_tokens"],
+        tensor_parallel_size=s["tensor_parallel_size"],
+        pipeline_parallel_size=s["pipeline_parallel_size"], patches=patches,
+        serve_args={"kv_cache_dtype": s["kv_cache_dtype"]} if s.get("kv_cache_dtype") else {},
+        python=s.get("vllm_python"), timeout=s["probe_timeout"], elide=not s.get("no_elision"),
+        trust_remote_code=bool(s.get("trust_remote_code")),
+    )
+    report = run_probe(inventory, request, identity=identity,
+                       use_cache=not (fresh or s.get("no_cache")), progress=progress)
+    if fresh:
+        cache.store(cache_key(inventory, request, identity), report)
+    inputs = {"path": str(path), "gpu": gpu.key, "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
+              "num_speculative_tokens": request.num_speculative_tokens,
+              "tensor_parallel_size": request.tensor_parallel_size,
+              "pipeline_parallel_size": request.pipeline_parallel_size, "patches": request.patches}
+    findings, evaluated = evaluate(inventory, report, inputs, select=s.get("select"), ignore=s.get("ignore"))
+    for f in findings:
+        if f.fixes.patches:
+            f.fixes.serve = serve_command(path, request, f.fixes.patches)
+    return Linted(inventory, report, findings, evaluated, inputs, request)
+
+
+def serve_command(path: Path, request: Any, patch_ids: list[str]) -> str:
+    """The vLLM command line this lint modelled, with the patches that resolve a finding."""
+    import json
+    import shlex
+
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": request.num_speculative_tokens},
+                      separators=(",", ":"))
+    parts = [f"MTPLINT_PATCHES={','.join(patch_ids)}", "vllm", "serve", shlex.quote(str(path)),
+             "--speculative-config", shlex.quote(spec)]
+    if request.tensor_parallel_size > 1:
+        parts += ["--tensor-parallel-size", str(request.tensor_parallel_size)]
+    if request.pipeline_parallel_size > 1:
+        parts += ["--pipeline-parallel-size", str(request.pipeline_parallel_size)]
+    if request.serve_args.get("kv_cache_dtype"):
+        parts += ["--kv-cache-dtype", request.serve_args["kv_cache_dtype"]]
+    return " ".join(parts)
