@@ -306,3 +306,44 @@ def tensors_consumed_by_nothing(ctx: Context, options: dict) -> list[Hit]:
             evidence={"examples": names[:8], "mtp_looking": mtp},
         ))
     return hits
+
+
+_SCALE_DIALECTS = ("weight_scale_inv", "weight_scale", "scale")
+
+
+def _dialect(param: str) -> tuple[str, str] | None:
+    """(stem, dialect) for a scale parameter name: `...w13_weight_scale_inv` -> (`...w13_`, `weight_scale_inv`)."""
+    for d in _SCALE_DIALECTS:
+        if param.endswith(d):
+            return param[: -len(d)], d
+    return None
+
+
+@check
+def scale_dialect_mismatch(ctx: Context, options: dict) -> list[Hit]:
+    """A scale tensor vLLM routed to a parameter name the runtime layer does not register,
+    while the layer registers the same scale under another dialect."""
+    hits: dict[str, Hit] = {}
+    for model, err in _load_errors(ctx):
+        missing = ctx.missing_param_in(err)
+        if not missing or not (parts := _dialect(missing)):
+            continue
+        stem, wanted = parts
+        have = [d for d in _SCALE_DIALECTS if d != wanted and f"{stem}{d}" in ctx.params(model)]
+        if not have:
+            continue
+        module = ctx.module_of_param(model, missing)
+        ctx.explained.add((model, err.get("tensor")))
+        key = f"{model}:{module}:{wanted}"
+        if key in hits:
+            hits[key].evidence["failed_tensors"] += 1
+            continue
+        ctx.causes.setdefault(f"quant-mismatch:{model}:{module}", f"MTP014:{key}")
+        hits[key] = Hit(
+            key=key,
+            fields={"module": module, "tensor": err.get("tensor"), "wanted": wanted, "have": have[0]},
+            location=Location(file=ctx.tensor_file(err.get("tensor")), tensor=err.get("tensor")),
+            evidence={"model": model, "error": f"{err['type']}: {err['message']}", "vllm_frame": err.get("frame"),
+                      "failed_tensors": 1, "registered": f"{stem}{have[0]}"},
+        )
+    return list(hits.values())

@@ -17,7 +17,7 @@ from .rule import Rule
 
 # Specific rules first: they mark the load errors they explain, and register the root
 # causes that later rules link their consequences to.
-ORDER = ("MTP001", "MTP011", "MTP009", "MTP012", "MTP002", "MTP003", "MTP006", "MTP013", "MTP004", "MTP005",
+ORDER = ("MTP001", "MTP011", "MTP009", "MTP012", "MTP014", "MTP002", "MTP003", "MTP006", "MTP013", "MTP004", "MTP005",
          "MTP007", "MTP008")
 
 
