@@ -16,7 +16,7 @@ import click
 
 from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, BadInput
-from .session import guarded
+from .session import guarded, probe_options
 from .findings import SEVERITY_RANK, RunResult
 from .settings import load_settings
 
@@ -49,16 +49,6 @@ def main() -> None:
 
 @main.command("check")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--vllm-commit", help="vLLM version or commit the artifact targets; must match the probed vLLM.")
-@click.option("--vllm-python", type=click.Path(path_type=Path), help="Python interpreter of the vLLM to probe.")
-@click.option("-n", "--num-speculative-tokens", type=click.IntRange(1, 64), help="Draft tokens per step [1].")
-@click.option("--gpu", help="GPU model (h100, h200, b200, gb200, gb10, ...) [h100].")
-@click.option("--sm", help="Compute capability MAJOR.MINOR instead of --gpu.")
-@click.option("--tp", "--tensor-parallel-size", "tensor_parallel_size", type=click.IntRange(1, 1024),
-              help="Tensor-parallel size [1].")
-@click.option("--pp", "--pipeline-parallel-size", "pipeline_parallel_size", type=click.IntRange(1, 64),
-              help="Pipeline-parallel size [1]; the draft is modelled on the last stage.")
-@click.option("--kv-cache-dtype", help="vLLM --kv-cache-dtype (changes construction for some models).")
 @click.option("--format", "formats", multiple=True,
               type=click.Choice(["text", "json", "junit", "sarif", "github"]), help="Report format (repeatable).")
 @click.option("--output", "outputs", multiple=True, type=click.Path(path_type=Path),
@@ -67,14 +57,7 @@ def main() -> None:
 @click.option("--ignore", "ignore_codes", help="Skip these rule codes or prefixes (comma-separated).")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), help="Lowest severity that fails [error].")
 @click.option("--with-patches", help="Re-probe with these mtplint runtime patch ids applied (comma-separated).")
-@click.option("--probe-timeout", type=float, help="Seconds before the probe is killed [600].")
-@click.option("--no-cache", is_flag=True, help="Probe again even when a cached report exists.")
-@click.option("--trust-remote-code", is_flag=True,
-              help="Let the probe run the checkpoint's configuration code (auto_map), as vLLM would.")
-@click.option("--no-elision", is_flag=True,
-              help="Feed every expert tensor to load_weights (slower; default elides identical ones).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("--debug", is_flag=True, help="Show tracebacks and the probe's stderr tail.")
+@probe_options
 def check_cmd(path: Path, **opts: Any) -> None:
     """Lint the checkpoint directory PATH against the probed vLLM."""
     sys.exit(_run_check(path, opts))

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from .errors import EXIT_FINDINGS, EXIT_OK
-from .session import guarded
+from .session import guarded, probe_options
 from .findings import Finding
 from .settings import load_settings
 
@@ -27,24 +27,9 @@ from .settings import load_settings
 @click.option("--dry-run", is_flag=True, help="Print the diff of every JSON file and the shards to add; write nothing.")
 @click.option("--drop-dead", is_flag=True,
               help="rewrite-ignore-to-runtime-names: also remove the dead entries (kept by default).")
-@click.option("--vllm-commit", help="vLLM version or commit the artifact targets; must match the probed vLLM.")
-@click.option("--vllm-python", type=click.Path(path_type=Path), help="Python interpreter of the vLLM to probe.")
-@click.option("-n", "--num-speculative-tokens", type=click.IntRange(1, 64), help="Draft tokens per step [1].")
-@click.option("--gpu", help="GPU model (h100, h200, b200, gb200, gb10, ...) [h100].")
-@click.option("--sm", help="Compute capability MAJOR.MINOR instead of --gpu.")
-@click.option("--tp", "--tensor-parallel-size", "tensor_parallel_size", type=click.IntRange(1, 1024),
-              help="Tensor-parallel size [1].")
-@click.option("--pp", "--pipeline-parallel-size", "pipeline_parallel_size", type=click.IntRange(1, 64),
-              help="Pipeline-parallel size [1]; the draft is modelled on the last stage.")
-@click.option("--kv-cache-dtype", help="vLLM --kv-cache-dtype (changes construction for some models).")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]),
               help="Lowest severity of a remaining finding that fails [error].")
-@click.option("--probe-timeout", type=float, help="Seconds before the probe is killed [600].")
-@click.option("--no-cache", is_flag=True, help="Plan from a new probe even when a cached report exists.")
-@click.option("--no-elision", is_flag=True,
-              help="Feed every expert tensor to load_weights (slower; default elides identical ones).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-@click.option("--debug", is_flag=True, help="Show tracebacks and the probe's stderr tail.")
+@probe_options
 def fix_cmd(path: Path, **opts: Any) -> None:
     """Fix the checkpoint directory PATH so that vLLM loads its MTP draft, then lint it again."""
     sys.exit(_run_fix(path, opts))

@@ -15,6 +15,35 @@ from .findings import Finding
 from .inventory.model import Inventory
 
 
+# The options every probing command takes, in the order --help lists them.
+_PROBE_OPTIONS = (
+    click.option("--vllm-commit", help="vLLM version or commit the artifact targets; must match the probed vLLM."),
+    click.option("--vllm-python", type=click.Path(path_type=Path), help="Python interpreter of the vLLM to probe."),
+    click.option("-n", "--num-speculative-tokens", type=click.IntRange(1, 64), help="Draft tokens per step [1]."),
+    click.option("--gpu", help="GPU model (h100, h200, b200, gb200, gb10, ...) [h100]."),
+    click.option("--sm", help="Compute capability MAJOR.MINOR instead of --gpu."),
+    click.option("--tp", "--tensor-parallel-size", "tensor_parallel_size", type=click.IntRange(1, 1024),
+                 help="Tensor-parallel size [1]."),
+    click.option("--pp", "--pipeline-parallel-size", "pipeline_parallel_size", type=click.IntRange(1, 64),
+                 help="Pipeline-parallel size [1]; the draft is modelled on the last stage."),
+    click.option("--kv-cache-dtype", help="vLLM --kv-cache-dtype (changes construction for some models)."),
+    click.option("--probe-timeout", type=float, help="Seconds before the probe is killed [600]."),
+    click.option("--no-cache", is_flag=True, help="Probe again even when a cached report exists."),
+    click.option("--trust-remote-code", is_flag=True,
+                 help="Let the probe run the checkpoint's configuration code (auto_map), as vLLM would."),
+    click.option("--no-elision", is_flag=True,
+                 help="Feed every expert tensor to load_weights (slower; default elides identical ones)."),
+    click.option("-q", "--quiet", is_flag=True, help="No progress output."),
+    click.option("--debug", is_flag=True, help="Show tracebacks and the probe's stderr tail."),
+)
+
+
+def probe_options(fn: Callable) -> Callable:
+    for option in reversed(_PROBE_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
 def guarded(run: Callable[[], int], debug: bool) -> int:
     """Run a command body: MtplintError -> one line and its exit code; anything else is
     an mtplint bug -> one line and exit 3. Tracebacks only with --debug."""

@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 from ..engine.context import Context, Hit
-from ..inventory.fingerprint import split_module
 from . import check
 
 
@@ -33,27 +32,14 @@ def _ondisk_modules_meant(entry: str, modules: list[str]) -> list[str]:
 
 
 def _runtime_prefix_index(ctx: Context) -> dict[str, dict[tuple[str, str], None]]:
-    """On-disk module -> construction prefixes of the runtime modules its tensors were
-    loaded into (or failed to load into), from the probe's weight flow. Built once."""
-    cached = ctx.__dict__.get("_ondisk_to_runtime")
-    if cached is not None:
-        return cached
-    index: dict[str, dict[tuple[str, str], None]] = {}
-    for model in ("target", "draft"):
-        load = ctx.load(model)
-        for tensor, params in load.get("fed", {}).items():
-            for p in params:
-                d = ctx.decision_for_module_path(model, p.rsplit(".", 1)[0])
-                if d:
-                    index.setdefault(split_module(tensor)[0], {})[(model, d["prefix"])] = None
-        for err in load.get("errors", []):
-            missing = err.get("tensor") and (err.get("param") or ctx.missing_param_in(err))
-            if missing:
-                d = ctx.decision_for_module_path(model, ctx.module_of_param(model, missing))
-                if d:
-                    index.setdefault(split_module(err["tensor"])[0], {})[(model, d["prefix"])] = None
-    ctx.__dict__["_ondisk_to_runtime"] = index
-    return index
+    """On-disk module -> construction prefixes its tensors were (or failed to be) loaded into."""
+    cached = ctx.__dict__.get("_ondisk_to_runtime_index")
+    if cached is None:
+        cached = {}
+        for ondisk, model, prefix in ctx.ondisk_to_runtime:
+            cached.setdefault(ondisk, {})[(model, prefix)] = None
+        ctx.__dict__["_ondisk_to_runtime_index"] = cached
+    return cached
 
 
 def _runtime_prefixes_for(ctx: Context, ondisk: list[str]) -> list[tuple[str, str]]:

@@ -277,6 +277,8 @@ def tensors_consumed_by_nothing(ctx: Context, options: dict) -> list[Hit]:
     block under a name the draft does not read is one finding."""
     if ctx.report.get("construction_errors") or ctx.report.get("config_error"):
         return []
+    if (ctx.report.get("request") or {}).get("pipeline_parallel_size", 1) > 1:
+        return []  # only the last pipeline stage is modelled: other stages read the rest
     consumed: set[str] = set()
     for model in MODELS:
         load = ctx.load(model)

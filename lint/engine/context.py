@@ -119,6 +119,26 @@ class Context:
         return param in self.loaded_set(model)
 
     @cached_property
+    def ondisk_to_runtime(self) -> list[tuple[str, str, str]]:
+        """(on-disk module, model, construction prefix) for every tensor the dry run loaded
+        into a runtime module, or failed to load into one: the probe's name mapping."""
+        pairs: dict[tuple[str, str, str], None] = {}
+        for model in ("target", "draft"):
+            load = self.load(model)
+            for tensor, params in load.get("fed", {}).items():
+                for p in params:
+                    d = self.decision_for_module_path(model, p.rsplit(".", 1)[0])
+                    if d:
+                        pairs[(split_module(tensor)[0], model, d["prefix"])] = None
+            for err in load.get("errors", []):
+                missing = err.get("tensor") and (err.get("param") or self.missing_param_in(err))
+                if missing:
+                    d = self.decision_for_module_path(model, self.module_of_param(model, missing))
+                    if d:
+                        pairs[(split_module(err["tensor"])[0], model, d["prefix"])] = None
+        return list(pairs)
+
+    @cached_property
     def flow(self) -> WeightFlow:
         return build_weight_flow(self.report)
 

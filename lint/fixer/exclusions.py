@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..inventory.fingerprint import split_module
 from ..inventory.model import Inventory
 from .plan import Change, get_key, set_key
 
@@ -164,19 +163,8 @@ def feeders(ctx: Any) -> dict[tuple[str, str], set[str]]:
     """(model, construction prefix) -> the on-disk modules whose tensors were loaded (or
     failed to load) into it."""
     out: dict[tuple[str, str], set[str]] = {}
-    for model in ("target", "draft"):
-        load = ctx.load(model)
-        for tensor, params in load.get("fed", {}).items():
-            for p in params:
-                d = ctx.decision_for_module_path(model, p.rsplit(".", 1)[0])
-                if d:
-                    out.setdefault((model, d["prefix"]), set()).add(split_module(tensor)[0])
-        for err in load.get("errors", []):
-            missing = err.get("tensor") and (err.get("param") or ctx.missing_param_in(err))
-            if missing:
-                d = ctx.decision_for_module_path(model, ctx.module_of_param(model, missing))
-                if d:
-                    out.setdefault((model, d["prefix"]), set()).add(split_module(err["tensor"])[0])
+    for ondisk, model, prefix in ctx.ondisk_to_runtime:
+        out.setdefault((model, prefix), set()).add(ondisk)
     return out
 
 
