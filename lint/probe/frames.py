@@ -11,7 +11,7 @@ def vllm_frame(exc: BaseException) -> dict[str, Any] | None:
     found = None
     for frame in traceback.extract_tb(exc.__traceback__):
         path = frame.filename.replace("\\", "/")
-        if "/vllm/" in path and "/site-packages/vllm/" in path or "/vllm/" in path and "mtplint" not in path:
+        if "/vllm/" in path and "/mtplint/" not in path:
             rel = path[path.rfind("/vllm/") + 1:]
             found = {"file": rel, "line": frame.lineno, "function": frame.name, "code": frame.line}
     return found
