@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import click
 
 from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, BadInput
-from .session import guarded, probe_options
+from .session import guarded, probe_options, progress_reporter
 from .findings import SEVERITY_RANK, RunResult
 from .settings import load_settings
 
@@ -28,17 +27,6 @@ class DefaultGroup(click.Group):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
             args = ["check", *args]
         return super().parse_args(ctx, args)
-
-
-def _progress(quiet: bool):
-    if quiet or not sys.stderr.isatty():
-        return None
-    started = time.perf_counter()
-
-    def say(msg: str) -> None:
-        click.echo(f"[{time.perf_counter() - started:5.1f}s] {msg}", err=True)
-
-    return say
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -77,7 +65,7 @@ def _check(path: Path, s: dict[str, Any]) -> int:
     outputs = s["outputs"]
     if outputs and len(outputs) != len(formats):
         raise BadInput("give one --output per --format")
-    linted = lint(path, s, progress=_progress(s["quiet"]))
+    linted = lint(path, s, progress=progress_reporter(s["quiet"]))
     findings, evaluated, inputs, report = linted.findings, linted.evaluated, linted.inputs, linted.report
     result = RunResult(
         findings=findings,

@@ -8,7 +8,6 @@ input or usage; 3 internal error or probe failure. Wired into the CLI by cli.py.
 from __future__ import annotations
 
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import click
 
 from .errors import EXIT_FINDINGS, EXIT_OK
-from .session import guarded, probe_options
+from .session import guarded, probe_options, progress_reporter
 from .findings import Finding
 from .settings import load_settings
 
@@ -37,17 +36,6 @@ def fix_cmd(path: Path, **opts: Any) -> None:
 
 def _run_fix(path: Path, opts: dict[str, Any]) -> int:
     return guarded(lambda: _fix(path, load_settings(path, opts)), bool(opts.get("debug")))
-
-
-def _progress(quiet: bool):
-    if quiet or not sys.stderr.isatty():
-        return None
-    started = time.perf_counter()
-
-    def say(msg: str) -> None:
-        click.echo(f"[{time.perf_counter() - started:5.1f}s] {msg}", err=True)
-
-    return say
 
 
 def _counts(findings: list[Finding]) -> str:
@@ -73,7 +61,7 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
     from .fixer.run import blocking, choose, lint, parse_only, plan_all, render_all, unaddressed
 
     only = parse_only(s.get("only"))
-    say = _progress(s["quiet"])
+    say = progress_reporter(s["quiet"])
     if say:
         say(f"linting {path}")
     before = lint(path, s, progress=say)

@@ -3,6 +3,8 @@ running the lint pipeline, and the one-line error handling with documented exit 
 
 from __future__ import annotations
 
+import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,18 @@ def probe_options(fn: Callable) -> Callable:
     for option in reversed(_PROBE_OPTIONS):
         fn = option(fn)
     return fn
+
+
+def progress_reporter(quiet: bool) -> Callable[[str], None] | None:
+    """Progress lines on stderr for slow steps; none when quiet or not on a terminal."""
+    if quiet or not sys.stderr.isatty():
+        return None
+    started = time.perf_counter()
+
+    def say(msg: str) -> None:
+        click.echo(f"[{time.perf_counter() - started:5.1f}s] {msg}", err=True)
+
+    return say
 
 
 def guarded(run: Callable[[], int], debug: bool) -> int:
