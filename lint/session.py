@@ -3,6 +3,9 @@ running the lint pipeline, and the one-line error handling with documented exit 
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import sys
 import time
 import traceback
@@ -64,8 +67,9 @@ def guarded(run: Callable[[], int], debug: bool) -> int:
     try:
         return run()
     except MtplintError as exc:
-        click.echo(f"mtplint: error: {exc.one_line()}", err=True)
-        if exc.detail and (debug or exc.exit_code == EXIT_INTERNAL):
+        hint = " (rerun with --debug for the probe's output)" if exc.detail and not debug else ""
+        click.echo(f"mtplint: error: {exc.one_line()}{hint}", err=True)
+        if exc.detail and debug:
             click.echo(exc.detail, err=True)
         if debug:
             traceback.print_exc()
@@ -97,7 +101,7 @@ def lint(path: Path, s: dict[str, Any], *, patches: list[str] | None = None, fre
     from .engine.run import evaluate
     from .gpus import resolve
     from .inventory.checkpoint import load_inventory
-    from .patches.registry import PATCHES
+    from .patches.registry import PATCHES, in_range
     from .probe import cache
     from .probe.runner import ProbeRequest, cache_key, check_vllm_commit, run_probe, vllm_identity
 
@@ -110,18 +114,23 @@ def lint(path: Path, s: dict[str, Any], *, patches: list[str] | None = None, fre
     if progress:
         progress(f"reading safetensors headers in {path}")
     inventory = load_inventory(path)
-    identity = vllm_identity(s.get("vllm_python"))
+    python = _interpreter(s.get("vllm_python"))
+    identity = vllm_identity(python)
     check_vllm_commit(s.get("vllm_commit"), identity)
     if identity.get("version") is None:
         raise BadInput(f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, "
                        "or pass --vllm-python)")
+    for p in patches:
+        if not in_range(identity["version"], PATCHES[p].vllm):
+            raise BadInput(f"--with-patches: {p} applies to vLLM {PATCHES[p].vllm}; the probed vLLM is "
+                           f"{identity['version']} ({PATCHES[p].summary})")
     request = ProbeRequest(
         sm=gpu.sm, gpu_name=gpu.name, gpu_memory=gpu.memory,
         num_speculative_tokens=s["num_speculative_tokens"],
         tensor_parallel_size=s["tensor_parallel_size"],
         pipeline_parallel_size=s["pipeline_parallel_size"], patches=patches,
         serve_args={"kv_cache_dtype": s["kv_cache_dtype"]} if s.get("kv_cache_dtype") else {},
-        python=s.get("vllm_python"), timeout=s["probe_timeout"], elide=not s.get("no_elision"),
+        python=python, timeout=s["probe_timeout"], elide=not s.get("no_elision"),
         trust_remote_code=bool(s.get("trust_remote_code")),
     )
     report = run_probe(inventory, request, identity=identity,
@@ -155,3 +164,15 @@ def serve_command(path: Path, request: Any, patch_ids: list[str]) -> str:
     if request.serve_args.get("kv_cache_dtype"):
         parts += ["--kv-cache-dtype", request.serve_args["kv_cache_dtype"]]
     return " ".join(parts)
+
+
+def _interpreter(python: str | Path | None) -> str | None:
+    """--vllm-python as the probe child can run it from its own working directory: a path
+    made absolute (not resolved: a venv's python is a symlink that must keep its name), a
+    bare command looked up on PATH."""
+    if not python:
+        return None
+    python = str(python)
+    if os.sep in python:
+        return os.path.abspath(python)
+    return shutil.which(python) or python

@@ -16,4 +16,10 @@ if ! .venv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(0 if m.v
   $PIP install -q --no-deps vllm==0.33.0
 fi
 $PIP install -q -e '.[test]'
+# Older releases for the tests (MTPLINT_SKIP_ALT_VLLM=1 skips them, e.g. in the GitHub Action).
+if [ "${MTPLINT_SKIP_ALT_VLLM:-0}" != 1 ]; then
+  grep -v '^#' requirements/vllm-alt.txt | while read -r release; do
+    [ -z "$release" ] || scripts/alt_vllm.sh $release > /dev/null
+  done
+fi
 .venv/bin/python -c 'import mtplint, vllm; print("mtplint ready; probing vLLM", vllm.__version__)' 2>/dev/null | tail -1

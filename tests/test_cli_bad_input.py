@@ -150,3 +150,28 @@ def test_custom_config_code_needs_trust_remote_code(tmp_path):
                           text=True, timeout=300,
                           env={**__import__("os").environ, "MTPLINT_CACHE_DIR": str(tmp_path / "c")})
     assert_bad_input(proc, "--trust-remote-code")
+
+
+def test_probe_crash_is_one_line_naming_the_exception(tmp_path):
+    """A probed vLLM that cannot import (here vLLM 0.20.2's real code without `gguf`, which
+    it imports and the pinned vLLM does not): exit 3, one line, no traceback."""
+    import os
+
+    from fixtures.build import cached_build
+
+    release = Path(__file__).parent.parent / ".vllm-alt" / "0.20.2" / "site" / "vllm"
+    assert release.is_dir(), "vLLM 0.20.2 is not installed beside the pin: run scripts/alt_vllm.sh 0.20.2"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "vllm").symlink_to(release, target_is_directory=True)
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    proc = subprocess.run([*MTPLINT, str(cached_build("dsv4-flash-official")), "--vllm-python", str(python),
+                           "--no-cache"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MTPLINT_CACHE_DIR": str(tmp_path / "c")})
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "ModuleNotFoundError: No module named 'gguf'" in lines[0]
+    assert "gguf_utils.py:" in lines[0] and "rerun with --debug" in lines[0]

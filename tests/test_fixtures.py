@@ -289,3 +289,187 @@ def test_fp8_block_and_gptq_and_modelopt_rules():
         "m.a.weight": ("U8", (512, 512)), "m.a.weight_scale": ("F8_E4M3", (512, 64)),
         "m.a.weight_scale_2": ("F32", ()), "m.a.input_scale": ("F32", ())}
     assert mo.hf_quant_config["quantization"]["quant_algo"] == "NVFP4"
+
+
+# ---------------------------------------------------------------------------------------
+# ModelOpt NVFP4: exclude_from_model and the DeepSeek-V4 "dsv4_experts" form
+# ---------------------------------------------------------------------------------------
+
+def _nvfp4_synthetic() -> T.Checkpoint:
+    """Every kind of 2-D ``.weight`` modelopt_nvfp4 meets: embeddings, targeted BF16,
+    targeted-but-skipped BF16, untargeted BF16, native FP8, native packed-FP4 experts
+    (targeted and skipped), plus 1-D norms that are no Linear."""
+    return T.Checkpoint("x", {"architectures": ["X"]}, [
+        ("model.embed_tokens.weight", "BF16", (512, 128)),
+        ("embed.weight", "BF16", (512, 128)),
+        ("model.layers.0.input_layernorm.weight", "BF16", (128,)),
+        ("model.layers.0.self_attn.q_proj.weight", "BF16", (128, 128)),
+        ("model.layers.0.self_attn.k_proj.weight", "BF16", (64, 128)),
+        ("model.layers.0.self_attn.o_proj.weight", "F8_E4M3", (128, 128)),
+        ("model.layers.0.self_attn.o_proj.weight_scale_inv", "F32", (1, 1)),
+        ("model.layers.0.mlp.gate.weight", "BF16", (4, 128)),
+        ("model.layers.0.mlp.experts.0.w1.weight", "I8", (256, 64)),
+        ("model.layers.0.mlp.experts.0.w1.scale", "F8_E8M0", (256, 4)),
+        ("mtp.0.experts.0.w1.weight", "I8", (256, 64)),
+        ("mtp.0.experts.0.w1.scale", "F8_E8M0", (256, 4)),
+        ("lm_head.weight", "BF16", (512, 128)),
+    ])
+
+
+_SYN_TARGETS = [r"re:.*\.(q_proj|k_proj|w1)$"]
+_SYN_SKIP = [r"re:.*\.k_proj$", r"re:^mtp\."]
+_SYN_QUANTIZED = {"model.layers.0.self_attn.q_proj", "model.layers.0.mlp.experts.0.w1"}
+_SYN_UNQUANTIZED = {"model.layers.0.self_attn.k_proj",   # targeted, skipped
+                    "model.layers.0.self_attn.o_proj",   # native FP8, not a 16-bit source
+                    "model.layers.0.mlp.gate",           # not targeted
+                    "mtp.0.experts.0.w1",                # packed FP4, skipped
+                    "lm_head"}
+
+
+def _exclusions(ck: T.Checkpoint) -> tuple[list[str], list[str]]:
+    return ck.config["quantization_config"]["ignore"], ck.hf_quant_config["quantization"]["exclude_modules"]
+
+
+@pytest.mark.parametrize("form", ["both", "dsv4_experts"])
+def test_modelopt_exclude_from_model_lists_every_unquantized_linear(form):
+    explicit = ["lm_head", "mtp.*"]
+    ck = T.modelopt_nvfp4(_nvfp4_synthetic(), _SYN_TARGETS, exclude_modules=list(explicit),
+                          skip=_SYN_SKIP, form=form, exclude_from_model=True)
+    ignore, exclude = _exclusions(ck)
+    assert ignore == exclude
+    assert exclude[:len(explicit)] == explicit  # explicit entries first, as given
+    assert len(exclude) == len(set(exclude))    # lm_head (explicit and unquantized) once
+    assert set(exclude) == set(explicit) | _SYN_UNQUANTIZED
+    assert not set(exclude) & _SYN_QUANTIZED
+    assert not {"model.embed_tokens", "embed"} & set(exclude)
+    assert not any(e.endswith("layernorm") for e in exclude)
+    # the tensors agree with the list: quantized modules carry NVFP4 leaves, the rest not
+    h = {n: (d, tuple(s)) for n, d, s in ck.tensors}
+    for mod in _SYN_QUANTIZED:
+        assert h[f"{mod}.weight"][0] == "U8" and f"{mod}.weight_scale_2" in h
+    for mod in _SYN_UNQUANTIZED:
+        assert h[f"{mod}.weight"][0] != "U8" and f"{mod}.weight_scale_2" not in h
+
+
+@pytest.mark.parametrize("form", ["both", "dsv4_experts"])
+def test_modelopt_exclusions_are_the_explicit_entries_without_exclude_from_model(form):
+    explicit = ["lm_head", "model.layers.0.self_attn.k_proj*"]
+    for kw in ({}, {"exclude_from_model": False}):
+        ck = T.modelopt_nvfp4(_nvfp4_synthetic(), _SYN_TARGETS, exclude_modules=list(explicit),
+                              skip=_SYN_SKIP, form=form, **kw)
+        assert _exclusions(ck) == (explicit, explicit)
+
+
+def test_modelopt_nvfp4_converts_native_packed_fp4_and_drops_scale():
+    ck = T.modelopt_nvfp4(_nvfp4_synthetic(), _SYN_TARGETS, exclude_modules=[], skip=_SYN_SKIP,
+                          form="dsv4_experts")
+    h = {n: (d, tuple(s)) for n, d, s in ck.tensors}
+    e = "model.layers.0.mlp.experts.0.w1"  # I8 [256, 64] = logical [256, 128]
+    assert {k: v for k, v in h.items() if k.startswith(e + ".")} == {
+        f"{e}.weight": ("U8", (256, 64)), f"{e}.weight_scale": ("F8_E4M3", (256, 8)),
+        f"{e}.weight_scale_2": ("F32", ()), f"{e}.input_scale": ("F32", ())}
+    # the skipped packed-FP4 module keeps its native leaves
+    assert h["mtp.0.experts.0.w1.weight"] == ("I8", (256, 64))
+    assert h["mtp.0.experts.0.w1.scale"] == ("F8_E8M0", (256, 4))
+    layers = ck.hf_quant_config["quantization"]["quantized_layers"]
+    assert layers["model.layers.0.mlp.experts"] == {"quant_algo": "NVFP4", "group_size": 16}
+    assert not any(k.startswith("mtp.") for k in layers)
+
+
+def test_glm_nvfp4_recipes_exclusions_are_exactly_the_recipe_entries():
+    for name in ("glm45-air-nvfp4-clean", "glm45-air-nvfp4-eh-proj-quantized",
+                 "glm45-air-nvfp4-partial-qkv-exclude"):
+        r = B.load_recipe(name)
+        (step,) = r["transforms"]
+        assert not step.get("exclude_from_model") and step["form"] == "both"
+        ck = B.materialize(r)
+        assert _exclusions(ck) == (step["exclude_modules"], step["exclude_modules"]), name
+        assert ck.config["quantization_config"]["quant_method"] == "modelopt"
+        assert ck.hf_quant_config["producer"]["version"] == T.MODELOPT_VERSION
+
+
+_DSV4_EXPERT_RX = re.compile(r"^layers\.\d+\.ffn\.experts\.\d+\.w[123]\.")
+_DSV4_LAYERS = 43
+
+
+def _raw_header(f: Path) -> bytes:
+    with open(f, "rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        return fh.read(n)
+
+
+@pytest.mark.parametrize("recipe", ["dsv4-flash-nvfp4", "dsv4-flash-nvfp4-mtp-leaf-excludes"])
+def test_dsv4_nvfp4_config_json_and_hf_quant_config_agree(recipe):
+    path = B.cached_build(recipe)
+    cfg = json.loads((path / "config.json").read_text())
+    qc = cfg["quantization_config"]
+    hf = json.loads((path / "hf_quant_config.json").read_text())
+    hq = hf["quantization"]
+    # NVIDIA's layout: the native FP8 config stays, NVFP4 is the MoE algorithm
+    native = json.loads((L.FAMILIES_DIR / "deepseek_v4_flash" / "config.json").read_text())
+    assert qc["quant_method"] == "fp8" and qc["moe_quant_algo"] == "NVFP4"
+    assert qc["quant_algo"] == hq["quant_algo"] == "MIXED_PRECISION"
+    for k, v in native["quantization_config"].items():
+        assert qc[k] == v, k
+    # ... and config.json repeats what hf_quant_config.json says
+    assert qc["producer"] == hf["producer"] == {"name": "modelopt",
+                                                "version": T.DSV4_NVFP4_PRODUCER_VERSION}
+    assert qc["group_size"] == hq["group_size"] == 16
+    assert qc["kv_cache_quant_algo"] == hq["kv_cache_quant_algo"]
+    assert qc["ignore"] == hq["exclude_modules"]
+    assert qc["quantized_layers"] == hq["quantized_layers"] == {
+        f"layers.{i}.ffn.experts": {"quant_algo": "NVFP4", "group_size": 16}
+        for i in range(_DSV4_LAYERS)}
+    g = qc["config_groups"]["group_0"]
+    assert g["weights"]["num_bits"] == g["input_activations"]["num_bits"] == 4
+    assert g["weights"]["group_size"] == 16
+    # everything but quantization_config is the upstream config
+    assert {k: v for k, v in cfg.items() if k != "quantization_config"} == {
+        k: v for k, v in native.items() if k != "quantization_config"}
+
+
+def test_dsv4_nvfp4_converts_trunk_experts_and_leaves_the_rest_untouched():
+    base_path = B.cached_build("dsv4-flash-official")
+    path = B.cached_build("dsv4-flash-nvfp4")
+    base, h = _headers(base_path), _headers(path)
+    experts = {n.rsplit(".", 1)[0] for n in base if _DSV4_EXPERT_RX.match(n)}
+    assert len(experts) == _DSV4_LAYERS * 256 * 3
+    for mod in experts:
+        o, ip = base[f"{mod}.weight"][1]          # I8 [out, in/2]
+        assert base[f"{mod}.weight"][0] == "I8"
+        w, ws = h[f"{mod}.weight"], h[f"{mod}.weight_scale"]
+        assert w == ("U8", (o, ip)), mod
+        assert ws[0] == "F8_E4M3" and ws[1] == (o, 2 * ip // 16), mod   # one per 16 inputs
+        assert h[f"{mod}.weight_scale_2"] == ("F32", ()), mod
+        assert h[f"{mod}.input_scale"] == ("F32", ()), mod
+        assert f"{mod}.scale" not in h, mod
+    assert h["layers.3.ffn.experts.0.w1.weight_scale"] == ("F8_E4M3", (2048, 256))
+    assert h["layers.3.ffn.experts.0.w2.weight_scale"] == ("F8_E4M3", (4096, 128))
+    # every other tensor (attention, shared experts, router, head, embed, mtp.0.*) as published
+    rest = {n: v for n, v in h.items() if not _DSV4_EXPERT_RX.match(n)}
+    assert rest == {n: v for n, v in base.items() if not _DSV4_EXPERT_RX.match(n)}
+    assert h["layers.3.attn.wq_a.weight"] == base["layers.3.attn.wq_a.weight"] == ("F8_E4M3", (1024, 4096))
+    assert "layers.3.attn.wq_a.scale" in h
+    assert h["mtp.0.ffn.experts.0.w1.weight"] == ("I8", (2048, 2048))
+    assert h["mtp.0.ffn.experts.0.w1.scale"] == ("F8_E8M0", (2048, 128))
+    assert not any(n.startswith("mtp.") and n.endswith((".weight_scale_2", ".input_scale")) for n in h)
+    # the mtp.0 shard is the published one, header byte for byte
+    last = "model-00046-of-00046.safetensors"
+    assert _index(path)["weight_map"]["mtp.0.e_proj.weight"] == last
+    assert _raw_header(path / last) == _raw_header(base_path / last)
+    assert (path / last).stat().st_size == (base_path / last).stat().st_size
+
+
+def test_dsv4_nvfp4_leaf_excludes_lists_every_unquantized_linear():
+    path = B.cached_build("dsv4-flash-nvfp4-mtp-leaf-excludes")
+    h = _headers(path)
+    ignore = json.loads((path / "config.json").read_text())["quantization_config"]["ignore"]
+    assert len(ignore) == len(set(ignore)) == 1333
+    linears = {n[: -len(".weight")] for n, (_, s) in h.items() if n.endswith(".weight") and len(s) == 2}
+    nvfp4 = {m for m in linears if f"{m}.weight_scale_2" in h}
+    assert len(nvfp4) == _DSV4_LAYERS * 256 * 3
+    assert set(ignore) == linears - nvfp4 - {"embed"}
+    assert "head" in ignore and "mtp.0.e_proj" in ignore and "embed" not in ignore
+    assert {f"mtp.0.ffn.experts.{e}.w{k}" for e in range(256) for k in (1, 2, 3)} <= set(ignore)
+    # same tensors as the glob-excluded release: only the exclusion list differs
+    assert h == _headers(B.cached_build("dsv4-flash-nvfp4"))

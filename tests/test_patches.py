@@ -63,3 +63,37 @@ def test_plugin_refuses_unknown_ids_loudly():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "no-such-patch" in proc.stderr
+
+
+def test_versions_compare_as_pep440_with_local_tags_and_prereleases():
+    assert registry.in_range("0.29.0", ">=0.23,<0.30")
+    assert not registry.in_range("0.30.0", ">=0.23,<0.30")
+    # PEP 440: `<0.30` excludes 0.30's own pre-releases and dev builds (they may carry the fix).
+    assert not registry.in_range("0.30.0rc1.dev12+g1234abcd", ">=0.23,<0.30")
+    assert registry.in_range("0.29.1.dev3+g1234abcd", ">=0.23,<0.30")
+    assert registry.in_range("0.23.0+cu130", ">=0.23,<0.30")
+
+
+def test_findings_recommend_only_patches_covering_their_module_and_vllm():
+    ids = ["mtp-quant-aware-eh-proj", "dsv4-o-proj-bf16-fallback", "dsv4-mtp-eproj-prefix"]
+    rec = registry.recommendable
+    assert rec(ids, "0.33.0", "draft", "model.layers.61.eh_proj") == ["mtp-quant-aware-eh-proj"]
+    assert rec(ids, "0.33.0", "target", "model.layers.3.ffn.experts") == []
+    assert rec(ids, "0.29.0", "draft", "model.layers.43.mtp_block.attn.wo_a") == ["dsv4-o-proj-bf16-fallback"]
+    assert rec(ids, "0.33.0", "draft", "model.layers.43.mtp_block.attn.wo_a") == []
+    # The empty layer name compressed-tensors reports for a layer built without prefix=.
+    assert rec(ids, "0.20.2", "draft", "") == ["dsv4-mtp-eproj-prefix"]
+    assert rec(ids, "0.20.2", "draft", None) == []
+    assert rec(["draft-unquantized-mtp-block"], "0.33.0", "target", "model.layers.0.attn.wq_a") == []
+
+
+def test_patch_outside_its_vllm_range_is_a_usage_error(tmp_path):
+    """The pinned vLLM already has the O-projection fallback: asking for it exits 2 at once."""
+    from fixtures.build import cached_build
+
+    path = cached_build("dsv4-flash-official")
+    proc = subprocess.run([sys.executable, "-m", "mtplint.cli_main", str(path), "-q",
+                           "--with-patches", "dsv4-o-proj-bf16-fallback"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "applies to vLLM >=0.23,<0.30; the probed vLLM is 0.33.0" in proc.stderr

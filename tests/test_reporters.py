@@ -375,3 +375,30 @@ def test_step_summary(result, tmp_path, monkeypatch):
     assert "MTP005" in rows[2] and "caused by" in rows[2]  # consequence right after its cause
     assert all(ln.count(" | ") == 4 for ln in rows)  # the newline in MTP007's message did not break the table
 
+
+
+def _per_layer(code: str, layers: range, template: str) -> list[Finding]:
+    return [Finding(code=code, name="unquantized-layer-fed-quantized", severity="error",
+                    message=template.format(i=i), key=f"target:model.layers.{i}.ffn.experts",
+                    location=Location(file=SHARD, tensor=f"layers.{i}.ffn.experts.0.w1.weight_packed"))
+            for i in layers]
+
+
+def test_text_prints_the_same_failure_in_every_layer_once(result):
+    alike = _per_layer("MTP003", range(43), "model.layers.{i}.ffn.experts is built unquantized")
+    result.findings = alike + [result.findings[1]]
+    text = render_text(result)
+    assert text.count("MTP003 unquantized-layer-fed-quantized") == 1
+    assert "(+42 more like it, differing only in numbers: " in text
+    assert "layers.1.ffn.experts.0.w1.weight_packed" in text
+    assert "Errors (43)" in text  # the count still says how many findings there are
+    assert len(json.loads(render(result, "json", RULES))["findings"]) == 44
+
+
+def test_text_keeps_two_alike_findings_and_different_ones_apart(result):
+    pair = _per_layer("MTP003", range(2), "model.layers.{i}.ffn.experts is built unquantized")
+    other = _per_layer("MTP003", range(3), "model.layers.{i}.attn.wo_a is built unquantized")
+    result.findings = pair + other
+    text = render_text(result)
+    assert text.count("MTP003 unquantized-layer-fed-quantized") == 3  # both of the pair, one of the three
+    assert "(+2 more like it" in text

@@ -14,7 +14,9 @@ import pytest
 from fixtures.build import cached_build
 
 CASES_DIR = Path(__file__).parent / "cases"
-RULES_DIR = Path(__file__).parent.parent / "rules"
+ROOT = Path(__file__).parent.parent
+RULES_DIR = ROOT / "rules"
+PINNED_VLLM = "0.33.0"
 
 
 def load_cases() -> list[dict]:
@@ -40,9 +42,20 @@ def lint(path: Path, args: list[str], cache: Path) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+def vllm_python(version: str) -> list[str]:
+    """--vllm-python for a case that probes another vLLM release (scripts/setup.sh installs
+    those of requirements/vllm-alt.txt)."""
+    if version == PINNED_VLLM:
+        return []
+    python = ROOT / ".vllm-alt" / version / "python"
+    assert python.exists(), f"vLLM {version} is not installed beside the pin: run scripts/alt_vllm.sh {version}"
+    return ["--vllm-python", str(python)]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_rule_case(case, probe_cache):
-    rc, report = lint(cached_build(case["recipe"]), case["args"], probe_cache)
+    version = case.get("vllm", PINNED_VLLM)
+    rc, report = lint(cached_build(case["recipe"]), case["args"] + vllm_python(version), probe_cache)
     codes = {f["code"] for f in report["findings"]}
     for code in case["fires"]:
         assert code in codes, f"{code} did not fire; findings: {sorted(codes)}"
@@ -54,6 +67,8 @@ def test_rule_case(case, probe_cache):
         assert rc == 0
     for code, needle in case.get("message_contains", {}).items():
         assert any(needle in f["message"] for f in report["findings"] if f["code"] == code)
+    for code, needle in case.get("message_absent", {}).items():
+        assert not any(needle in f["message"] for f in report["findings"] if f["code"] == code), needle
     for code, needle in case.get("evidence_contains", {}).items():
         assert any(needle in json.dumps(f["evidence"]) or needle in f["message"]
                    for f in report["findings"] if f["code"] == code), needle
@@ -61,7 +76,10 @@ def test_rule_case(case, probe_cache):
     for code, cause_code in case.get("caused_by", {}).items():
         assert any(f["caused_by"] and ids[f["caused_by"]]["code"] == cause_code
                    for f in report["findings"] if f["code"] == code), f"{code} not linked to {cause_code}"
-    assert report["vllm"]["version"] == "0.33.0"
+    for code, patches in case.get("patches_recommended", {}).items():
+        assert any(f["fixes"]["patches"] == patches for f in report["findings"] if f["code"] == code), \
+            [f["fixes"] for f in report["findings"] if f["code"] == code]
+    assert report["vllm"]["version"] == version
 
 
 def test_every_rule_fires_and_stays_silent_somewhere():

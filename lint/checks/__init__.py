@@ -17,6 +17,6 @@ def check(fn: CheckFn) -> CheckFn:
 
 def load_all() -> dict[str, CheckFn]:
     # Importing the modules registers their checks.
-    from . import architecture, construction, exclusions, kernels, loading, reachability  # noqa: F401
+    from . import architecture, construction, exclusions, forward, kernels, loading, reachability  # noqa: F401
 
     return REGISTRY

@@ -40,17 +40,24 @@ def tp_block_divisibility(ctx: Context, options: dict) -> list[Hit]:
     return hits
 
 
+# compressed-tensors' matcher in vLLM 0.20 names the layer it could not place; an empty
+# name is a layer constructed without prefix=.
+_UNMATCHED_LAYER = re.compile(r"Unable to find matching target for (\S*) in the compressed-tensors config")
+
+
 @check
 def construction_failed(ctx: Context, options: dict) -> list[Hit]:
     hits = []
     for model, err in _construction_errors(ctx):
         if (model, "<construction>") in ctx.explained:
             continue
+        layer = _UNMATCHED_LAYER.search(err.get("message") or "")
         hits.append(Hit(
             key=model,
             fields={"model": model, "error_type": err.get("type"), "error": err.get("message"),
-                    "frame": _frame(err)},
+                    "frame": _frame(err), "module": layer.group(1) if layer else None},
             location=ctx.config_location(),
-            evidence={"frame": err.get("frame")},
+            evidence={"model": model, "frame": err.get("frame"),
+                      **({"layer_prefix": layer.group(1)} if layer else {})},
         ))
     return hits

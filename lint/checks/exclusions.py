@@ -60,26 +60,61 @@ def _suggest(prefixes: list[tuple[str, str]]) -> str:
     return ", ".join(names[:6]) + (" ..." if len(names) > 6 else "")
 
 
+def _section_key(ctx: Context, ex: dict[str, Any], section: dict[str, Any]) -> str:
+    """The config key a section's entries were read from."""
+    declared = ctx.inventory.declared.exclusion_key
+    config_key = section.get("config_key")
+    if config_key:
+        # A list the probed config reads besides its usual one (DeepseekV4FP8Config's
+        # `ignore` next to Fp8Config's `ignored_layers`): same body, its own leaf.
+        body = declared.rsplit(".", 1)[0] if declared and "." in declared else "quantization_config"
+        return f"{body}.{config_key}"
+    return declared or f"quantization_config.{ex.get('attr')}"
+
+
 @check
 def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
     ex: dict[str, Any] = ctx.report.get("exclusions") or {}
-    entries: dict[str, list[str]] = ex.get("entries", {})
-    if not entries or ctx.report.get("construction_errors") or ctx.report.get("config_error"):
+    sections = [ex] + [s for s in ex.get("also") or [] if isinstance(s, dict)]
+    if not any(s.get("entries") for s in sections) or ctx.report.get("construction_errors") \
+            or ctx.report.get("config_error"):
         # A model that failed to build recorded only part of its prefixes: an entry's
         # runtime match cannot be judged (MTP009 reports the failure).
         return []
-    key = ctx.inventory.declared.exclusion_key or f"quantization_config.{ex.get('attr')}"
     ondisk_modules = sorted(ctx.inventory.modules)
+    markers = [m.lower() for m in options.get("mtp_markers", ["mtp"])]
+    hits = []
+    for section in sections:
+        hits += _dead_in_section(ctx, options, section, _section_key(ctx, ex, section), ondisk_modules, markers)
+    return hits
+
+
+def _dead_in_section(ctx: Context, options: dict, ex: dict[str, Any], key: str,
+                     ondisk_modules: list[str], markers: list[str]) -> list[Hit]:
+    entries: dict[str, list[str]] = ex.get("entries", {})
+    # Present where the config reads the list only for some layers, through a method of its
+    # own: {"model:prefix" vLLM asked it about: the name it compared the entries with}.
+    consulted: dict[str, str | None] | None = ex.get("consulted")
     hits = []
     written = ex.get("as_written", {})
+    aimed: dict[tuple[tuple[str, str], ...], list[tuple[str, list[str], list[tuple[str, str]], bool]]] = {}
     for entry, matched in entries.items():
         if matched:
             continue
         meant = _ondisk_modules_meant(written.get(entry, entry), ondisk_modules)
         prefixes = _runtime_prefixes_for(ctx, meant)
-        markers = [m.lower() for m in options.get("mtp_markers", ["mtp"])]
         mtp_intent = any(m in entry.lower() for m in markers) or any(
             m.startswith("mtp.") or ".mtp." in m for m in meant)
+        if consulted is not None and meant:
+            asked = _asked_about(consulted, meant, prefixes)
+            if not asked:
+                # The modules it names exist, but vLLM never asks this list about them (it
+                # builds them the same way whatever the list says): inert, not dead.
+                continue
+            # Entries that miss the same module vLLM asked about are one finding (a
+            # per-Linear list holds hundreds of them for one expert block).
+            aimed.setdefault(asked, []).append((entry, meant, prefixes, mtp_intent))
+            continue
         # A dead entry aimed at the MTP block, or written for modules that exist on disk,
         # changes what vLLM builds; any other dead entry is only clutter.
         is_error = (options.get("error_when_mtp_looking", True) and mtp_intent) or (
@@ -100,4 +135,63 @@ def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
         for model, prefix in prefixes:
             ctx.causes.setdefault(f"exclusion-missed:{model}:{prefix}", f"MTP001:{entry}")
         hits.append(hit)
+    for asked, members in aimed.items():
+        hits.append(_aimed_hit(ctx, options, ex, key, asked, members, consulted or {}))
     return hits
+
+
+def _asked_about(consulted: dict[str, str | None], meant: list[str],
+                 prefixes: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The (model, prefix) pairs vLLM asked the list about that the entry's on-disk modules
+    belong to: those lying inside the name vLLM compared the entries with (the routed experts
+    `mtp.0.ffn.experts.17.w1` inside `mtp.0.ffn.experts`), or, where that name is unknown,
+    those the modules' tensors were loaded into."""
+    out = []
+    for where, name in consulted.items():
+        model, _, prefix = where.partition(":")
+        if name is not None:
+            inside = any(m == name or m.startswith(name + ".") for m in meant)
+        else:
+            inside = (model, prefix) in prefixes
+        if inside:
+            out.append((model, prefix))
+    return tuple(out)
+
+
+def _aimed_hit(ctx: Context, options: dict, ex: dict[str, Any], key: str, asked: tuple[tuple[str, str], ...],
+               members: list[tuple[str, list[str], list[tuple[str, str]], bool]],
+               consulted: dict[str, str | None]) -> Hit:
+    """One finding for the dead entries that name modules vLLM asked the list about, and
+    miss the name it compared them with."""
+    first, last = members[0][0], members[-1][0]
+    shown = first if len(members) == 1 else f"{first}' and {len(members) - 1} more like it, up to '{last}"
+    compared = sorted({consulted.get(f"{m}:{p}") or p for m, p in asked})
+    where = ", ".join(f"{m}:{p}" for m, p in asked[:4]) + (" ..." if len(asked) > 4 else "")
+    via = ex.get("via") or "the quant config"
+    mtp_intent = any(m[3] for m in members)
+    meant = [mod for m in members for mod in m[1]]
+    is_error = (options.get("error_when_mtp_looking", True) and mtp_intent) or options.get(
+        "error_when_on_disk_name", True)
+    cause = f"MTP001:{first}"
+    if mtp_intent:
+        ctx.causes.setdefault("mtp-exclusion", cause)
+    for model, prefix in asked:
+        ctx.causes.setdefault(f"exclusion-missed:{model}:{prefix}", cause)
+    return Hit(
+        key=first,
+        fields={"entry": shown, "key": key,
+                "suggestion": f"{', '.join(compared[:4])}{' ...' if len(compared) > 4 else ''}: the only "
+                              f"name{'s' if len(compared) > 1 else ''} {via} compares these entries with, "
+                              f"for {where}"},
+        location=ctx.config_location(key),
+        severity="error" if is_error else "warning",
+        # The fixer writes runtime names into the usual exclusion key; this list is compared
+        # with on-disk names by a method of its own.
+        artifact_fixes=[],
+        evidence={"matcher": ex.get("matcher"), "via": via, "matched_as": first,
+                  "entries": [m[0] for m in members][:12], "entries_count": len(members),
+                  "vllm_compares": {f"{m}:{p}": consulted.get(f"{m}:{p}") for m, p in asked[:12]},
+                  "ondisk_modules_matched": meant[:8], "ondisk_modules_matched_count": len(meant),
+                  "runtime_prefixes": [f"{m}:{p}" for m, p in asked][:12],
+                  "intent": "mtp" if mtp_intent else None},
+    )

@@ -46,8 +46,7 @@ def _error_module(ctx: Context, model: str, err: dict[str, Any]) -> str | None:
                 return d.get("module") or d["prefix"]
     if (m := _NO_MODULE_OR_PARAM.search(message)) and m.group(1).count(".") >= 2:
         module = ctx.module_of_param(model, m.group(1))
-        if ctx.decision_for_module_path(model, module) or any(
-                p.startswith(module + ".") for p in ctx.params(model)):
+        if ctx.decision_for_module_path(model, module) or ctx.params_under(model, module):
             return module
     if m := _AVAILABLE_IN.search(message):
         name = m.group(1)
@@ -64,7 +63,7 @@ def _error_module(ctx: Context, model: str, err: dict[str, Any]) -> str | None:
     # Shape asserts do not name the parameter; when the checkpoint name is already the
     # runtime module path (most loaders), that module is the one.
     module = tensor.rsplit(".", 1)[0]
-    if any(p.startswith(module + ".") for p in ctx.params(model)):
+    if ctx.params_under(model, module):
         return module
     return None
 
@@ -108,7 +107,7 @@ def quantized_layer_fed_unquantized(ctx: Context, options: dict) -> list[Hit]:
             evidence={"model": model, "construction_prefix": decision["prefix"],
                       "layer_class": decision.get("layer_class"), "failed_tensors": len(errs),
                       "examples": [e["tensor"] for e in errs[:5]], "vllm_frame": first.get("frame"),
-                      "runtime_params": sorted(p for p in ctx.params(model) if p.startswith(module + "."))[:12]},
+                      "runtime_params": sorted(ctx.params_under(model, module))[:12]},
             caused_by=ctx.causes.get(f"exclusion-missed:{model}:{decision['prefix']}")
             or (ctx.causes.get("mtp-exclusion") if model == "draft" else None),
         )
@@ -140,8 +139,8 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
                 if key in seen or key in hits:
                     continue
                 info = ctx.params(model).get(p, {})
-                unloaded = sorted(q for q in ctx.params(model)
-                                  if q.startswith(module + ".") and not ctx.param_initialized(model, q))
+                unloaded = sorted(q for q in ctx.params_under(model, module)
+                                  if not ctx.param_initialized(model, q))
                 if not unloaded:
                     continue  # every quantized slot got a tensor: not this failure
                 ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP002:{key}"
@@ -216,10 +215,8 @@ def unquantized_layer_fed_quantized(ctx: Context, options: dict) -> list[Hit]:
 
 
 def _owner_class(ctx: Context, model: str, module: str) -> str | None:
-    for name, info in ctx.params(model).items():
-        if name.startswith(module + "."):
-            return info.get("module_class")
-    return None
+    under = ctx.params_under(model, module)
+    return ctx.params(model)[under[0]].get("module_class") if under else None
 
 
 @check

@@ -57,7 +57,13 @@ def draft_params_never_loaded(ctx: Context, options: dict) -> list[Hit]:
         cause = next((v for k, v in ctx.causes.items()
                       if k.startswith("quant-mismatch:draft:") and
                       (module + ".").startswith(k.removeprefix("quant-mismatch:draft:") + ".")),
-                     ctx.causes.get("mtp-missing"))
+                     None)
+        if cause is None:
+            # Built with a scheme an exclusion entry was meant to keep it out of (MTP001):
+            # the parameters that scheme adds have no tensor on disk.
+            decision = ctx.decision_for_module_path("draft", module)
+            cause = decision and ctx.causes.get(f"exclusion-missed:draft:{decision['prefix']}")
+        cause = cause or ctx.causes.get("mtp-missing")
         hits.append(Hit(
             key=module,
             fields={"param": params[0], "module_class": info.get("module_class")},

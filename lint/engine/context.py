@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,6 +26,8 @@ class Hit:
     severity: str | None = None  # None: the rule's default
     caused_by: str | None = None  # finding id ("MTP001:re:.*mtp.*")
     basis: str = "probe"
+    # The artifact fixes that apply to this hit, where only some of the rule's do.
+    artifact_fixes: list[str] | None = None
 
 
 def is_quantized_method(method: str | None) -> bool:
@@ -77,17 +81,38 @@ class Context:
             path = path.rsplit(".", 1)[0]
         return None
 
+    def module_paths(self, model: str) -> dict[str, list[str]]:
+        """Every module path that has parameters below it -> those parameters. Built once:
+        a broken load can raise for thousands of tensors, each asking which module it hit."""
+        cache = self.__dict__.setdefault("_module_params", {})
+        if model not in cache:
+            index: dict[str, list[str]] = defaultdict(list)
+            for p in self.params(model):
+                module = p
+                while "." in module:
+                    module = module.rsplit(".", 1)[0]
+                    index[module].append(p)
+            cache[model] = dict(index)
+        return cache[model]
+
+    def params_under(self, model: str, module: str) -> list[str]:
+        """Parameters of `module` and its submodules."""
+        return self.module_paths(model).get(module, [])
+
     def module_of_param(self, model: str, param: str) -> str:
         """The module path owning `param`, even when the param itself does not exist
         (a KeyError names the parameter the loader looked for)."""
-        params = self.params(model)
-        module = param.rsplit(".", 1)[0]
-        while module:
-            if any(p.startswith(module + ".") for p in params):
-                return module
-            if "." not in module:
-                break
-            module = module.rsplit(".", 1)[0]
+        index = self.module_paths(model)
+        # An inner model's loader (DeepseekV4Model.load_weights) names parameters relative
+        # to itself, without the outer `model.`.
+        for candidate in (param, f"model.{param}"):
+            module = candidate.rsplit(".", 1)[0]
+            while module:
+                if module in index:
+                    return module
+                if "." not in module:
+                    break
+                module = module.rsplit(".", 1)[0]
         return param.rsplit(".", 1)[0]
 
     def disk_format(self, tensor: str) -> ModuleFormat | None:

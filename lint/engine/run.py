@@ -18,7 +18,7 @@ from .rule import Rule
 # Specific rules first: they mark the load errors they explain, and register the root
 # causes that later rules link their consequences to.
 ORDER = ("MTP001", "MTP011", "MTP009", "MTP012", "MTP014", "MTP002", "MTP003", "MTP006", "MTP013", "MTP004", "MTP005",
-         "MTP007", "MTP008")
+         "MTP010", "MTP007", "MTP008")
 
 
 class _Lenient(dict):
@@ -58,8 +58,10 @@ def evaluate(inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any
                 message=format_message(rule, hit.fields), location=hit.location,
                 # Only fixes this mtplint actually ships are recommended.
                 evidence=hit.evidence,
-                fixes=Fixes(patches=patches_registry.known(rule.fixes.get("patches", [])),
-                            artifact=fixes_registry.known(rule.fixes.get("artifact", []))),
+                fixes=Fixes(patches=patches_registry.recommendable(
+                    rule.fixes.get("patches", []), ctx.vllm_version, *_subject(hit)),
+                            artifact=fixes_registry.known(rule.fixes.get("artifact", []) if hit.artifact_fixes is None
+                                                          else hit.artifact_fixes)),
                 caused_by=hit.caused_by, key=hit.key, basis=hit.basis,
             ))
     ids = {f.id for f in findings}
@@ -68,6 +70,13 @@ def evaluate(inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any
             f.caused_by = None  # the cause's rule was deselected or stayed silent
     _downgrade_causes_without_consequences(findings, {r.code: r for r in evaluated})
     return findings, evaluated
+
+
+def _subject(hit: Any) -> tuple[str | None, str | None]:
+    """The model and runtime path a hit is about, for scoping its runtime patches."""
+    model = hit.evidence.get("model") or hit.fields.get("model")
+    path = next((hit.fields[k] for k in ("module", "param") if hit.fields.get(k) is not None), None)
+    return model, path
 
 
 def _downgrade_causes_without_consequences(findings: list[Finding], rules: dict[str, Rule]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from .constructors import wrap_constructors
 from .ondisk import module_quantized
 
 TARGETS = (
@@ -42,23 +43,8 @@ def _wrap(cls: Any) -> None:
                                         quant_config=quant_config, prefix=f"{prefix}.eh_proj",
                                         return_bias=False)
 
-    __init__._mtplint_eh_proj = True  # type: ignore[attr-defined]
     cls.__init__ = __init__
 
 
 def apply() -> dict[str, Any]:
-    import importlib
-
-    done = []
-    for module_name, class_name in TARGETS:
-        try:
-            cls = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError):
-            continue
-        if not getattr(cls.__init__, "_mtplint_eh_proj", False):
-            _wrap(cls)
-        done.append(f"{module_name}.{class_name}")
-    if not done:
-        raise RuntimeError("this vLLM has none of the MTP layers the patch targets: " +
-                           ", ".join(c for _, c in TARGETS))
-    return {"status": "applied", "classes": done}
+    return {"status": "applied", "classes": wrap_constructors(TARGETS, "_mtplint_eh_proj", _wrap)}

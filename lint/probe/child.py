@@ -56,7 +56,10 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
 
     t = time.perf_counter()
     try:
-        built = construct.build(request)
+        # Exclusion lists some configs read only inside a method of their own (which
+        # prefixes they are asked about, and the names they compare): see matchers.
+        with matchers.record_consultations() as consultations:
+            built = construct.build(request)
     except Exception as exc:  # config-level failure (SpeculativeConfig, ModelConfig)
         from .frames import error_record
 
@@ -124,7 +127,17 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
         seen = {(m, p) for m, p, _ in layers}
         layers += [(m, p, None) for m, p in built.prefixes if (m, p) not in seen]
         original = getattr(qc, "_mtplint_original_get_quant_method", qc.get_quant_method)
-        report["exclusions"] = matchers.match_entries(qc, original, layers)
+        models_of: dict[str, set[str]] = {}
+        for d in built.decisions:
+            models_of.setdefault(d.prefix, set()).add(d.model)
+
+        def model_of(prefix: str, cfg: Any) -> str:
+            models = models_of.get(prefix, set())
+            if len(models) == 1:
+                return next(iter(models))
+            return "target" if cfg is built.vllm_config else "draft"
+
+        report["exclusions"] = matchers.match_entries(qc, original, layers, consultations, model_of)
         report["exclusions"]["as_written"] = matchers.as_written(
             report["exclusions"], getattr(built.vllm_config.model_config.hf_config, "quantization_config", None))
         timings["exclusions"] = time.perf_counter() - t

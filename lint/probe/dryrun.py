@@ -120,12 +120,20 @@ class _Attribution:
                     del param.weight_loader
 
 
+def _completeness_switch() -> Any:
+    """vLLM's switch that defers the MTP completeness check, or a no-op where this vLLM
+    has none (the check then runs inside each load_weights() call)."""
+    try:
+        from vllm.model_executor.model_loader.mtp_validation import disable_mtp_completeness_check
+    except ImportError:
+        return contextlib.nullcontext
+    return disable_mtp_completeness_check
+
+
 def run(model: Any, tensors: list[tuple[str, str, list[int]]], *,
         mtp_completeness: bool = False, elide: bool = True) -> DryRun:
     """Feed `tensors` (name, dtype, shape) to model.load_weights; resume after errors."""
     import time
-
-    from vllm.model_executor.model_loader.mtp_validation import disable_mtp_completeness_check
 
     started = time.perf_counter()
     result = DryRun()
@@ -134,6 +142,7 @@ def run(model: Any, tensors: list[tuple[str, str, list[int]]], *,
     attribution = _Attribution(model)
     failed: set[str] = set()
     position = 0
+    disable_completeness = _completeness_switch()
 
     def feed(start: int) -> Iterator[tuple[str, Any]]:
         nonlocal position
@@ -148,7 +157,7 @@ def run(model: Any, tensors: list[tuple[str, str, list[int]]], *,
     try:
         start = 0
         while start <= len(tensors):
-            with disable_mtp_completeness_check():
+            with disable_completeness():
                 try:
                     loaded = model.load_weights(feed(start))
                     if loaded:
@@ -157,6 +166,16 @@ def run(model: Any, tensors: list[tuple[str, str, list[int]]], *,
                 except Exception as exc:
                     # The key the generator last handed out is the one being loaded.
                     culprit = tensors[position][0] if position < len(tensors) else None
+                    if (culprit is None and mtp_completeness and isinstance(exc, ValueError)
+                            and disable_completeness is contextlib.nullcontext):
+                        # vLLM before mtp_validation (< 0.27) checks completeness at the end of
+                        # every load_weights() call and cannot be told not to. After an
+                        # uninterrupted call that is the verdict; after a resume it saw only the
+                        # tail, and the replay below decides.
+                        if start == 0:
+                            result.completeness_error = error_record(exc)
+                            mtp_completeness = False
+                        break
                     record = error_record(exc)
                     record["tensor"] = culprit
                     record["param"] = attribution.failed_param

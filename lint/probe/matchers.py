@@ -93,8 +93,24 @@ def direct_matcher(quant_config: Any, attr: str) -> Any:
 
 
 def match_entries(quant_config: Any, get_quant_method: Any,
-                  layers: list[tuple[str, str, Any]]) -> dict[str, Any]:
-    """layers: (model, prefix, layer object). Returns {attr, entries: {entry: [model:prefix...]}}."""
+                  layers: list[tuple[str, str, Any]], consultations: list[dict[str, Any]] | None = None,
+                  model_of: Any = None) -> dict[str, Any]:
+    """layers: (model, prefix, layer object). Returns {attr, entries: {entry: [model:prefix...]}}.
+
+    Lists a config reads through a method of its own (CONSULTING_METHODS) are evaluated
+    from `consultations` (record_consultations); they replace an empty primary list, or
+    ride along under "also"."""
+    result = _match_primary(quant_config, get_quant_method, layers)
+    extra = match_consulted(consultations or [], model_of)
+    if extra and not result.get("entries"):
+        result, extra = extra[0], extra[1:]
+    if extra:
+        result["also"] = extra
+    return result
+
+
+def _match_primary(quant_config: Any, get_quant_method: Any,
+                   layers: list[tuple[str, str, Any]]) -> dict[str, Any]:
     attr = exclusion_attr(quant_config)
     if attr is None:
         return {"attr": None, "entries": {}}
@@ -136,6 +152,163 @@ def match_entries(quant_config: Any, get_quant_method: Any,
                     hits.append(f"{model}:{prefix}")
         result[str(entry)] = hits
     return {"attr": attr, "matcher": "outcome", "entries": result}
+
+
+# Configs that read an exclusion list outside get_quant_method's usual attributes, through a
+# method of their own, and only for some layers: (name the config is registered under,
+# the method, the attribute it reads the entries from, the quantization_config key they
+# come from). DeepseekV4FP8Config (vLLM 0.33.0) keeps ModelOpt's `ignore` in
+# `_modelopt_ignore` and reads it only in `_is_nvfp4_expert_layer(prefix)`, to decide
+# whether the routed experts at `prefix` are NVFP4 or stay native MXFP4: it maps the
+# construction prefix back to the on-disk aggregate (`model.layers.43.ffn.experts` ->
+# `mtp.0.ffn.experts`) and fnmatches that one name against the entries.
+CONSULTING_METHODS = (
+    ("deepseek_v4_fp8", "_is_nvfp4_expert_layer", "_modelopt_ignore", "ignore"),
+)
+
+
+class _FnmatchRecorder:
+    """Stands in for the `fnmatch` module in a consulting method's globals while vLLM runs
+    it: records the name vLLM compares the entries with, and defers to fnmatch."""
+
+    def __init__(self, real: Any, names: list[str]):
+        self._real, self._names = real, names
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self._real, item)
+
+    def fnmatchcase(self, name: str, pat: str) -> bool:
+        self._names.append(name)
+        return self._real.fnmatchcase(name, pat)
+
+    def fnmatch(self, name: str, pat: str) -> bool:
+        self._names.append(name)
+        return self._real.fnmatch(name, pat)
+
+
+@contextlib.contextmanager
+def _recording_fnmatch(func: Any, names: list[str]):
+    import fnmatch as _fnmatch
+
+    g = getattr(func, "__globals__", {})
+    real = g.get("fnmatch")
+    if real is not _fnmatch:
+        yield False  # this vLLM's method matches some other way: the names stay unknown
+        return
+    g["fnmatch"] = _FnmatchRecorder(real, names)
+    try:
+        yield True
+    finally:
+        g["fnmatch"] = real
+
+
+@contextlib.contextmanager
+def record_consultations():
+    """While vLLM constructs the models: record every call of a CONSULTING_METHODS method
+    (the config instance, the prefix vLLM passed, the current VllmConfig, and the name the
+    entries were compared with). Yields the list the records go to."""
+    import functools
+
+    records: list[dict[str, Any]] = []
+    restore: list[tuple[type, str, Any]] = []
+    try:
+        from vllm.config import get_current_vllm_config
+        from vllm.model_executor.layers.quantization import get_quantization_config
+    except Exception:
+        yield records
+        return
+
+    def current_config() -> Any:
+        try:
+            return get_current_vllm_config()
+        except Exception:
+            return None
+    for qname, meth, attr, key in CONSULTING_METHODS:
+        try:
+            cls = get_quantization_config(qname)
+        except Exception:
+            continue
+        original = getattr(cls, meth, None)
+        if not callable(original):
+            continue
+
+        @functools.wraps(original)
+        def spy(self: Any, prefix: str, *args: Any, __orig: Any = original, __meth: str = meth,
+                __attr: str = attr, __key: str = key, **kwargs: Any) -> Any:
+            names: list[str] = []
+            with _recording_fnmatch(__orig, names) as recorded:
+                out = __orig(self, prefix, *args, **kwargs)
+            records.append({"config": self, "method": __meth, "attr": __attr, "key": __key,
+                            "function": __orig, "prefix": prefix,
+                            "vllm_config": current_config(),
+                            "compared": names[0] if names else None, "recorded": recorded})
+            return out
+
+        restore.append((cls, meth, cls.__dict__.get(meth)))
+        setattr(cls, meth, spy)
+    try:
+        yield records
+    finally:
+        for cls, meth, before in reversed(restore):
+            if before is None:
+                delattr(cls, meth)
+            else:
+                setattr(cls, meth, before)
+
+
+def match_consulted(records: list[dict[str, Any]], model_of: Any = None) -> list[dict[str, Any]]:
+    """One exclusions section per consulting method that vLLM called during construction:
+    each entry of the list the method reads is evaluated by calling the method itself, with
+    the list narrowed to that entry, for every prefix vLLM asked it about, under the
+    VllmConfig that was current then. An entry matches a prefix when it changes the
+    method's answer there (compared with an empty list). "consulted" maps each
+    `model:prefix` vLLM asked about to the name the entries were compared with."""
+    from vllm.config import set_current_vllm_config
+
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((id(r["config"]), r["method"]), []).append(r)
+    sections = []
+    for calls in groups.values():
+        first = calls[0]
+        qc, attr, fn = first["config"], first["attr"], first["function"]
+        full = getattr(qc, attr, None)
+        if not isinstance(full, (list, tuple)) or not full:
+            continue
+        entries = [e for e in full if isinstance(e, str)]
+        asked: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in calls:
+            model = model_of(r["prefix"], r["vllm_config"]) if model_of else "target"
+            asked.setdefault((model, r["prefix"]), r)
+        hits: dict[str, list[str]] = {e: [] for e in entries}
+        errors: dict[str, str] = {}
+        consulted: dict[str, str | None] = {}
+        for (model, prefix), r in asked.items():
+            where = f"{model}:{prefix}"
+            cfg = r["vllm_config"]
+            with set_current_vllm_config(cfg) if cfg is not None else contextlib.nullcontext():
+                try:
+                    with _narrowed(qc, attr, type(full)()):
+                        baseline = fn(qc, prefix)
+                except Exception as exc:
+                    errors[where] = str(exc)[:300]
+                    continue
+                if r["compared"] is None and r["recorded"]:
+                    # vLLM compared nothing when it ran with the whole list: the list does not
+                    # decide this layer (another setting does), whatever its entries say.
+                    continue
+                consulted[where] = r["compared"]
+                for entry in entries:
+                    try:
+                        with _narrowed(qc, attr, type(full)([entry])):
+                            if fn(qc, prefix) != baseline:
+                                hits[entry].append(where)
+                    except Exception as exc:
+                        errors[entry] = str(exc)[:300]
+        sections.append({"attr": first["key"], "config_key": first["key"], "matcher": "direct",
+                         "via": f"{type(qc).__name__}.{first['method']}", "entries": hits,
+                         "consulted": consulted, "errors": errors})
+    return sections
 
 
 def as_written(result: dict[str, Any], declared: Any) -> dict[str, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import os
 import signal
 import subprocess
@@ -208,7 +209,8 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
     elapsed = time.perf_counter() - started
     if rc != 0:
         how = f"was killed by signal {-rc} ({signal.Signals(-rc).name})" if rc < 0 else f"exited with status {rc}"
-        raise ProbeFailure(f"the vLLM probe {how}", detail=_tail(stderr_file))
+        tail = _tail(stderr_file)
+        raise ProbeFailure(f"the vLLM probe {how}{_crash_summary(tail, request.python)}", detail=tail)
     try:
         report = json.loads(report_file.read_text())
     except (OSError, ValueError) as exc:
@@ -240,6 +242,26 @@ def _raise_for_environment(report: dict[str, Any]) -> None:
         if needle in message:
             raise ProbeFailure(f"the vLLM probe cannot build this architecture here: {why}",
                                detail=message[-1500:])
+
+
+_EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]: )?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)): (.*)$")
+_FRAME_LINE = re.compile(r'^(?:\[rank\d+\]: )?\s*File "([^"]+)", line (\d+)')
+
+
+def _crash_summary(tail: str, python: str | None) -> str:
+    """': <exception> (at <file>:<line>)' from a Python traceback in the probe's stderr, plus
+    what to do when the probed environment lacks a module vLLM imports."""
+    lines = tail.splitlines()
+    exc = next((m for line in reversed(lines) if (m := _EXCEPTION_LINE.match(line.strip()))), None)
+    if exc is None:
+        return ""
+    frame = next((m for line in reversed(lines) if (m := _FRAME_LINE.match(line))), None)
+    where = f" (at {frame.group(1)}:{frame.group(2)})" if frame else ""
+    out = f": {exc.group(1)}: {exc.group(2)}{where}"
+    if exc.group(1) == "ModuleNotFoundError":
+        out += (f"; the probed environment ({python or sys.executable}) lacks a package this vLLM "
+                "imports: install it there (scripts/alt_vllm.sh VERSION PACKAGE for a release beside the pin)")
+    return out
 
 
 def _tail(path: Path, lines: int = 25) -> str:

@@ -36,6 +36,8 @@ NATIVE_MODULES = (
     "cutlass",
     "cuda",
     "quack",
+    # Kernel packages older vLLM releases import at module level on CUDA (0.23: humming-kernels).
+    "humming",
 )
 
 # Stubbed only after transformers has recorded that they are unavailable, so its

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from mtplint.findings import SEVERITIES, Finding, RunResult
@@ -34,11 +35,38 @@ def render_text(result: RunResult, rules: dict[str, Rule] | None = None, *, colo
         if not group:
             continue
         lines.append(paint(sev, f"{_HEADINGS.get(sev, sev.capitalize())} ({len(group)})"))
-        for f in group:
+        for f, alike in _collapse_alike(group, children):
             _finding(lines, f, children, path, paint, depth=1, parent=None)
+            if alike:
+                shown = ", ".join(location_text(a) for a in alike[:3])
+                lines.append("      " + paint("dim", f"(+{len(alike)} more like it, differing only in numbers: "
+                                                     f"{shown}{', ...' if len(alike) > 3 else ''}; "
+                                                     "each is in --format json)"))
         lines.append("")
     lines.append(summary_line(result))
     return "\n".join(lines) + "\n"
+
+
+_NUMBERS = re.compile(r"\d+")
+_COLLAPSE_FROM = 3  # this many findings alike (one per layer, typically) print as one
+
+
+def _collapse_alike(group: list[Finding], children) -> list[tuple[Finding, list[Finding]]]:
+    """Findings of one rule whose messages differ only in numbers (the same failure in every
+    decoder layer) print once, with a count; findings with consequences always print."""
+    by_shape: dict[tuple[str, str], list[Finding]] = {}
+    for f in group:
+        if not children.get(f.id):
+            by_shape.setdefault((f.code, _NUMBERS.sub("N", f.message)), []).append(f)
+    out = []
+    for f in group:
+        alike = [] if children.get(f.id) else by_shape[(f.code, _NUMBERS.sub("N", f.message))]
+        if len(alike) >= _COLLAPSE_FROM:
+            if alike[0] is f:
+                out.append((f, alike[1:]))
+        else:
+            out.append((f, []))
+    return out
 
 
 def _finding(lines, f: Finding, children, path, paint, depth: int, parent: Finding | None) -> None:
