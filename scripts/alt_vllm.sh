@@ -21,13 +21,14 @@ fi
 # A release may import pure-Python packages the pinned vLLM does not need (0.20-0.23: gguf):
 # import what the probe imports, under its shim, and add each missing module by its name.
 for _ in 1 2 3 4 5; do
-  missing=$(PYTHONPATH="$DEST/site" .venv/bin/python - <<'PY' 2>/dev/null
+  # vLLM logs to stdout while it imports: only the marked line is the answer.
+  missing=$(PYTHONPATH="$DEST/site" VLLM_LOGGING_LEVEL=ERROR .venv/bin/python - <<'PY' 2>/dev/null | sed -n 's/^MISSING-MODULE: //p'
 from mtplint.probe import runtime_shim
 try:
     runtime_shim.install((9, 0), "NVIDIA H100 80GB HBM3", 80 * 2**30)
     import vllm.config, vllm.model_executor.models  # noqa: F401
 except ModuleNotFoundError as exc:
-    print(exc.name.split(".")[0])
+    print("MISSING-MODULE:", exc.name.split(".")[0])
 PY
 ) || true
   [ -n "$missing" ] || break
