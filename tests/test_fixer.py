@@ -154,6 +154,82 @@ def test_drop_dead_removes_the_kept_entry_and_keeps_the_first_original(w4a16_fix
     assert "MTP001" not in found and "MTP002" not in found
 
 
+# --- ignore-expert-blocks-as-compared on DeepseekV4FP8Config's per-Linear `ignore` ---------
+
+LEAF = "dsv4-flash-nvfp4-mtp-leaf-excludes"
+EXPERTS = "mtp.0.ffn.experts"  # the on-disk name _is_nvfp4_expert_layer compares for layer 43
+
+
+@pytest.fixture(scope="session")
+def leaf_fixed(tmp_path_factory, probe_cache) -> dict:
+    path = copy_fixture(LEAF, tmp_path_factory.mktemp("leaf") / "ckpt")
+    files = ("config.json", "hf_quant_config.json")
+    raw = {n: (path / n).read_bytes() for n in files}
+    before = snapshot(path)
+    # No --only: the MTP001 finding itself must recommend the fix.
+    dry = run_fix(path, ["--dry-run"], probe_cache)
+    after_dry = snapshot(path)
+    applied = run_fix(path, [], probe_cache)
+    return {"path": path, "raw": raw, "before": before, "dry": dry, "after_dry": after_dry, "applied": applied}
+
+
+def _ignore_lists(root: Path, raw: dict[str, bytes] | None = None) -> tuple[list[str], list[str]]:
+    def doc(name: str) -> dict:
+        return json.loads(raw[name]) if raw else json.loads((root / name).read_text())
+    return (doc("config.json")["quantization_config"]["ignore"],
+            doc("hf_quant_config.json")["quantization"]["exclude_modules"])
+
+
+def test_expert_block_fix_dry_run_writes_nothing(leaf_fixed):
+    dry = leaf_fixed["dry"]
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert leaf_fixed["after_dry"] == leaf_fixed["before"]
+    assert "ignore-expert-blocks-as-compared" in dry.stdout
+    assert "rewrite-ignore-to-runtime-names" not in dry.stdout
+    for name in ("config.json", "hf_quant_config.json"):
+        assert f"--- a/{name}" in dry.stdout and f"+++ b/{name}" in dry.stdout
+    added = [ln for ln in dry.stdout.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    removed = [ln for ln in dry.stdout.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    assert [ln.replace(" ", "") for ln in added] == [f'+"{EXPERTS}",'] * 2, added  # one line per file
+    assert len(removed) == 2 * 768 and all(f'"{EXPERTS}.' in ln for ln in removed)
+    assert "nothing written" in dry.stdout
+    assert not [n for n in leaf_fixed["after_dry"] if n.endswith((".mtplint-orig", ".mtplint-tmp"))]
+
+
+def test_expert_block_fix_replaces_the_dead_entries_in_place(leaf_fixed):
+    applied, path = leaf_fixed["applied"], leaf_fixed["path"]
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    relint = applied.stdout.split("re-lint:", 1)[1]
+    assert relint.startswith(" 0 error(s)"), relint
+    assert "MTP001" not in relint and "MTP005" not in relint, relint
+
+    old_cfg, old_hq = _ignore_lists(path, leaf_fixed["raw"])
+    new_cfg, new_hq = _ignore_lists(path)
+    dead = [e for e in old_cfg if e.startswith(EXPERTS + ".")]
+    assert len(dead) == 768 and old_hq == old_cfg
+    assert not [e for e in new_cfg if e.startswith(EXPERTS + ".")]
+    assert EXPERTS in new_cfg and EXPERTS not in old_cfg
+    # Written where the first replaced entry was; every other entry unchanged and in order.
+    assert new_cfg.index(EXPERTS) == old_cfg.index(dead[0])
+    assert [e for e in new_cfg if e != EXPERTS] == [e for e in old_cfg if e not in set(dead)]
+    assert new_hq == new_cfg  # hf_quant_config.json carries the same list and moves in step
+    for name, raw in leaf_fixed["raw"].items():
+        assert (path / f"{name}.mtplint-orig").read_bytes() == raw
+    assert shards_only(snapshot(path)) == shards_only(leaf_fixed["before"])
+    assert not [p for p in path.iterdir() if "mtplint-tmp" in p.name]
+
+
+def test_expert_block_replacement_keeps_order_and_adds_each_name_once():
+    from mtplint.fixer.ignore_expert_blocks import _replace
+
+    dead = {"mtp.0.ffn.experts.0.w1", "mtp.0.ffn.experts.0.w2"}
+    lst = ["head", "mtp.0.ffn.gate", "mtp.0.ffn.experts.0.w1", "x", "mtp.0.ffn.experts.0.w2", "y"]
+    assert _replace(lst, dead, [EXPERTS]) == ["head", "mtp.0.ffn.gate", EXPERTS, "x", "y"]
+    assert _replace(["a", EXPERTS, "mtp.0.ffn.experts.0.w1"], dead, [EXPERTS]) == ["a", EXPERTS]
+    assert _replace(["a", "b"], dead, [EXPERTS]) is None  # a list without them is left alone
+    assert _replace(None, dead, [EXPERTS]) is None
+
+
 # --- set-mtp-depth, alias-mtp-head-embed ---------------------------------------------------
 
 

@@ -72,11 +72,16 @@ def _section_key(ctx: Context, ex: dict[str, Any], section: dict[str, Any]) -> s
     return declared or f"quantization_config.{ex.get('attr')}"
 
 
+def sections(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
+    """(config key, section) for every exclusion list the probe evaluated."""
+    ex: dict[str, Any] = ctx.report.get("exclusions") or {}
+    return [(_section_key(ctx, ex, s), s) for s in [ex] + [s for s in ex.get("also") or [] if isinstance(s, dict)]]
+
+
 @check
 def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
-    ex: dict[str, Any] = ctx.report.get("exclusions") or {}
-    sections = [ex] + [s for s in ex.get("also") or [] if isinstance(s, dict)]
-    if not any(s.get("entries") for s in sections) or ctx.report.get("construction_errors") \
+    keyed = sections(ctx)
+    if not any(s.get("entries") for _k, s in keyed) or ctx.report.get("construction_errors") \
             or ctx.report.get("config_error"):
         # A model that failed to build recorded only part of its prefixes: an entry's
         # runtime match cannot be judged (MTP009 reports the failure).
@@ -84,20 +89,29 @@ def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
     ondisk_modules = sorted(ctx.inventory.modules)
     markers = [m.lower() for m in options.get("mtp_markers", ["mtp"])]
     hits = []
-    for section in sections:
-        hits += _dead_in_section(ctx, options, section, _section_key(ctx, ex, section), ondisk_modules, markers)
+    for key, section in keyed:
+        hits += _dead_in_section(ctx, options, section, key, ondisk_modules, markers)
     return hits
 
 
-def _dead_in_section(ctx: Context, options: dict, ex: dict[str, Any], key: str,
-                     ondisk_modules: list[str], markers: list[str]) -> list[Hit]:
+Member = tuple[str, list[str], list[tuple[str, str]], bool]  # entry, on-disk modules meant, prefixes, mtp intent
+Asked = tuple[tuple[str, str], ...]
+
+
+def _dead_entries(ctx: Context, ex: dict[str, Any], ondisk_modules: list[str], markers: list[str]
+                  ) -> tuple[list[Member], dict[Asked, list[Member]]]:
+    """A section's dead entries: (judged one by one, grouped by the block vLLM asked about).
+
+    The groups exist where the config reads the list only for some layers, through a method
+    of its own (`consulted`); entries naming modules vLLM never asks that list about are
+    inert and in neither.
+    """
     entries: dict[str, list[str]] = ex.get("entries", {})
-    # Present where the config reads the list only for some layers, through a method of its
-    # own: {"model:prefix" vLLM asked it about: the name it compared the entries with}.
+    # {"model:prefix" vLLM asked the list about: the name it compared the entries with}.
     consulted: dict[str, str | None] | None = ex.get("consulted")
-    hits = []
     written = ex.get("as_written", {})
-    aimed: dict[tuple[tuple[str, str], ...], list[tuple[str, list[str], list[tuple[str, str]], bool]]] = {}
+    single: list[Member] = []
+    aimed: dict[Asked, list[Member]] = {}
     for entry, matched in entries.items():
         if matched:
             continue
@@ -115,6 +129,26 @@ def _dead_in_section(ctx: Context, options: dict, ex: dict[str, Any], key: str,
             # per-Linear list holds hundreds of them for one expert block).
             aimed.setdefault(asked, []).append((entry, meant, prefixes, mtp_intent))
             continue
+        single.append((entry, meant, prefixes, mtp_intent))
+    return single, aimed
+
+
+def aimed_groups(ctx: Context, key: str) -> dict[Asked, list[Member]]:
+    """The dead entries of the list at config `key` grouped by the block vLLM asked the list
+    about (what MTP001 reports as one finding each); empty for a list read the usual way."""
+    for k, section in sections(ctx):
+        if k == key and section.get("consulted") is not None:
+            return _dead_entries(ctx, section, sorted(ctx.inventory.modules), ["mtp"])[1]
+    return {}
+
+
+def _dead_in_section(ctx: Context, options: dict, ex: dict[str, Any], key: str,
+                     ondisk_modules: list[str], markers: list[str]) -> list[Hit]:
+    consulted: dict[str, str | None] | None = ex.get("consulted")
+    hits = []
+    written = ex.get("as_written", {})
+    single, aimed = _dead_entries(ctx, ex, ondisk_modules, markers)
+    for entry, meant, prefixes, mtp_intent in single:
         # A dead entry aimed at the MTP block, or written for modules that exist on disk,
         # changes what vLLM builds; any other dead entry is only clutter.
         is_error = (options.get("error_when_mtp_looking", True) and mtp_intent) or (
@@ -125,6 +159,7 @@ def _dead_in_section(ctx: Context, options: dict, ex: dict[str, Any], key: str,
                     "suggestion": _suggest(prefixes) or "none found"},
             location=ctx.config_location(key),
             severity="error" if is_error else "warning",
+            artifact_fixes=["rewrite-ignore-to-runtime-names"],
             evidence={"matcher": ex.get("matcher"), "matched_as": entry, "ondisk_modules_matched": meant[:8],
                       "ondisk_modules_matched_count": len(meant),
                       "runtime_prefixes": [f"{m}:{p}" for m, p in prefixes][:12],
@@ -185,9 +220,10 @@ def _aimed_hit(ctx: Context, options: dict, ex: dict[str, Any], key: str, asked:
                               f"for {where}"},
         location=ctx.config_location(key),
         severity="error" if is_error else "warning",
-        # The fixer writes runtime names into the usual exclusion key; this list is compared
-        # with on-disk names by a method of its own.
-        artifact_fixes=[],
+        # rewrite-ignore-to-runtime-names writes runtime names into the usual exclusion key;
+        # this list is compared with on-disk names by a method of its own, so its fix writes
+        # the compared names into this list (only where vLLM recorded every one of them).
+        artifact_fixes=["ignore-expert-blocks-as-compared"] if all(consulted.get(f"{m}:{p}") for m, p in asked) else [],
         evidence={"matcher": ex.get("matcher"), "via": via, "matched_as": first,
                   "entries": [m[0] for m in members][:12], "entries_count": len(members),
                   "vllm_compares": {f"{m}:{p}": consulted.get(f"{m}:{p}") for m, p in asked[:12]},

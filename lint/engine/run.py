@@ -60,8 +60,7 @@ def evaluate(inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any
                 evidence=hit.evidence,
                 fixes=Fixes(patches=patches_registry.recommendable(
                     rule.fixes.get("patches", []), ctx.vllm_version, *_subject(hit)),
-                            artifact=fixes_registry.known(rule.fixes.get("artifact", []) if hit.artifact_fixes is None
-                                                          else hit.artifact_fixes)),
+                            artifact=fixes_registry.known(_artifact_fixes(rule, hit))),
                 caused_by=hit.caused_by, key=hit.key, basis=hit.basis,
             ))
     ids = {f.id for f in findings}
@@ -70,6 +69,12 @@ def evaluate(inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any
             f.caused_by = None  # the cause's rule was deselected or stayed silent
     _downgrade_causes_without_consequences(findings, {r.code: r for r in evaluated})
     return findings, evaluated
+
+
+def _artifact_fixes(rule: Rule, hit: Any) -> list[str]:
+    """The rule's artifact fixes, narrowed to those the hit says apply to it."""
+    listed = rule.fixes.get("artifact", [])
+    return listed if hit.artifact_fixes is None else [f for f in listed if f in hit.artifact_fixes]
 
 
 def _subject(hit: Any) -> tuple[str | None, str | None]:

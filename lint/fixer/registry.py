@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import alias_head_embed, ignore_mtp_block, mtp_depth, rewrite_ignore
+from . import alias_head_embed, ignore_expert_blocks, ignore_mtp_block, mtp_depth, rewrite_ignore
 from .plan import Change
 
 # plan(inventory, report, findings, *, options=None) -> list[Change]; options: {"drop_dead": bool}
@@ -33,6 +33,10 @@ FIXES: dict[str, Fix] = {f.id: f for f in (
     Fix(rewrite_ignore.ID, ("MTP001",),
         "add the runtime-namespace entries a dead exclusion entry meant (keeps the original "
         "unless --drop-dead)", rewrite_ignore.plan),
+    Fix(ignore_expert_blocks.ID, ("MTP001",),
+        "where a config compares its list with one on-disk name per block (DeepseekV4FP8Config's "
+        "`ignore`): write that name into the list in place of the dead entries that miss it",
+        ignore_expert_blocks.plan),
     Fix(ignore_mtp_block.ID, ("MTP002",),
         "exclude the draft modules vLLM builds quantized but the checkpoint stores unquantized",
         ignore_mtp_block.plan),
