@@ -15,8 +15,8 @@ import click
 
 from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, BadInput
-from .session import guarded, probe_options, progress_reporter
 from .findings import SEVERITY_RANK, RunResult
+from .session import guarded, probe_options, progress_reporter
 from .settings import load_settings
 
 
@@ -37,10 +37,20 @@ def main() -> None:
 
 @main.command("check")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--format", "formats", multiple=True,
-              type=click.Choice(["text", "json", "junit", "sarif", "github"]), help="Report format (repeatable).")
-@click.option("--output", "outputs", multiple=True, type=click.Path(path_type=Path),
-              help="File for the matching --format (repeatable; '-' is stdout).")
+@click.option(
+    "--format",
+    "formats",
+    multiple=True,
+    type=click.Choice(["text", "json", "junit", "sarif", "github"]),
+    help="Report format (repeatable).",
+)
+@click.option(
+    "--output",
+    "outputs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="File for the matching --format (repeatable; '-' is stdout).",
+)
 @click.option("--select", help="Only these rule codes or prefixes (comma-separated).")
 @click.option("--ignore", "ignore_codes", help="Skip these rule codes or prefixes (comma-separated).")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), help="Lowest severity that fails [error].")
@@ -69,8 +79,9 @@ def _check(path: Path, s: dict[str, Any]) -> int:
     findings, evaluated, inputs, report = linted.findings, linted.evaluated, linted.inputs, linted.report
     result = RunResult(
         findings=findings,
-        rules_evaluated=[{"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary}
-                         for r in evaluated],
+        rules_evaluated=[
+            {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary} for r in evaluated
+        ],
         vllm={"version": report.get("vllm", {}).get("version"), "commit": report.get("vllm", {}).get("commit")},
         inputs=inputs,
         probe={"cached": report.get("cached", False), "seconds": round(report.get("seconds", 0.0), 2)},
@@ -79,8 +90,9 @@ def _check(path: Path, s: dict[str, Any]) -> int:
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     for i, fmt in enumerate(formats):
         out = outputs[i] if outputs else None
-        text = render(result, fmt, rules, color=color and out in (None, Path("-")) and fmt == "text",
-                      fail_on=s["fail_on"])
+        text = render(
+            result, fmt, rules, color=color and out in (None, Path("-")) and fmt == "text", fail_on=s["fail_on"]
+        )
         if out is None or str(out) == "-":
             click.echo(text, nl=not text.endswith("\n"))
         else:

@@ -15,8 +15,8 @@ from typing import Any
 import click
 
 from .errors import EXIT_FINDINGS, EXIT_OK
-from .session import guarded, probe_options, progress_reporter
 from .findings import Finding
+from .session import guarded, probe_options, progress_reporter
 from .settings import load_settings
 
 
@@ -24,10 +24,14 @@ from .settings import load_settings
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--only", help="Only these fix ids (comma-separated); default: every fix the findings recommend.")
 @click.option("--dry-run", is_flag=True, help="Print the diff of every JSON file and the shards to add; write nothing.")
-@click.option("--drop-dead", is_flag=True,
-              help="rewrite-ignore-to-runtime-names: also remove the dead entries (kept by default).")
-@click.option("--fail-on", type=click.Choice(["error", "warning", "info"]),
-              help="Lowest severity of a remaining finding that fails [error].")
+@click.option(
+    "--drop-dead", is_flag=True, help="rewrite-ignore-to-runtime-names: also remove the dead entries (kept by default)."
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "info"]),
+    help="Lowest severity of a remaining finding that fails [error].",
+)
 @probe_options
 def fix_cmd(path: Path, **opts: Any) -> None:
     """Fix the checkpoint directory PATH so that vLLM loads its MTP draft, then lint it again."""
@@ -43,7 +47,8 @@ def _counts(findings: list[Finding]) -> str:
     codes = Counter(f.code for f in findings)
     detail = ", ".join(f"{c} x{n}" for c, n in sorted(codes.items()))
     return f"{sev['error']} error(s), {sev['warning']} warning(s), {sev['info']} info" + (
-        f" ({detail})" if detail else "")
+        f" ({detail})" if detail else ""
+    )
 
 
 def _list(findings: list[Finding], leaves: set[str], expects: dict[str, str] | None = None) -> None:
@@ -94,8 +99,7 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
         for name, tensors in rendered.shards.items():
             click.echo(f"new shard {name}:")
             for t in tensors:
-                click.echo(f"  {t.name} {t.dtype} {list(t.shape)} <- {t.source_file} "
-                           f"[{t.source_begin}:{t.source_end}]")
+                click.echo(f"  {t.name} {t.dtype} {list(t.shape)} <- {t.source_file} [{t.source_begin}:{t.source_end}]")
         left = unaddressed(failing, {f for f, cs in plans.items() if cs})
         if left:
             click.echo("not named by any planned fix (the re-lint after applying tells whether they remain):")
@@ -111,8 +115,11 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
         say("writing")
     written = apply(root, rendered)
     for name in written:
-        kept = f" (original kept as {name}{BACKUP_SUFFIX})" if name in rendered.json and \
-            rendered.json[name][0] is not None else ""
+        kept = (
+            f" (original kept as {name}{BACKUP_SUFFIX})"
+            if name in rendered.json and rendered.json[name][0] is not None
+            else ""
+        )
         click.echo(f"wrote {name}{kept}")
     if say:
         say("linting again (new probe)")

@@ -19,20 +19,23 @@ class Gpu:
         return self.memory_gib * 2**30
 
 
-GPUS = {g.key: g for g in (
-    Gpu("a100", "NVIDIA A100-SXM4-80GB", (8, 0), 80),
-    Gpu("l40s", "NVIDIA L40S", (8, 9), 48),
-    Gpu("h100", "NVIDIA H100 80GB HBM3", (9, 0), 80),
-    Gpu("h200", "NVIDIA H200", (9, 0), 141),
-    Gpu("gh200", "NVIDIA GH200 480GB", (9, 0), 96),
-    Gpu("b200", "NVIDIA B200", (10, 0), 180),
-    Gpu("gb200", "NVIDIA GB200", (10, 0), 186),
-    Gpu("b300", "NVIDIA B300", (10, 3), 288),
-    Gpu("gb300", "NVIDIA GB300", (10, 3), 288),
-    Gpu("rtx5090", "NVIDIA GeForce RTX 5090", (12, 0), 32),
-    Gpu("rtxpro6000", "NVIDIA RTX PRO 6000 Blackwell", (12, 0), 96),
-    Gpu("gb10", "NVIDIA GB10", (12, 1), 128),
-)}
+GPUS = {
+    g.key: g
+    for g in (
+        Gpu("a100", "NVIDIA A100-SXM4-80GB", (8, 0), 80),
+        Gpu("l40s", "NVIDIA L40S", (8, 9), 48),
+        Gpu("h100", "NVIDIA H100 80GB HBM3", (9, 0), 80),
+        Gpu("h200", "NVIDIA H200", (9, 0), 141),
+        Gpu("gh200", "NVIDIA GH200 480GB", (9, 0), 96),
+        Gpu("b200", "NVIDIA B200", (10, 0), 180),
+        Gpu("gb200", "NVIDIA GB200", (10, 0), 186),
+        Gpu("b300", "NVIDIA B300", (10, 3), 288),
+        Gpu("gb300", "NVIDIA GB300", (10, 3), 288),
+        Gpu("rtx5090", "NVIDIA GeForce RTX 5090", (12, 0), 32),
+        Gpu("rtxpro6000", "NVIDIA RTX PRO 6000 Blackwell", (12, 0), 96),
+        Gpu("gb10", "NVIDIA GB10", (12, 1), 128),
+    )
+}
 
 
 def resolve(gpu: str | None, sm: str | None) -> Gpu:

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import os
 import shutil
-
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
 from .errors import EXIT_INTERNAL, BadInput, MtplintError
 from .findings import Finding
 from .inventory.model import Inventory
-
 
 # The options every probing command takes, in the order --help lists them.
 _PROBE_OPTIONS = (
@@ -27,17 +26,33 @@ _PROBE_OPTIONS = (
     click.option("-n", "--num-speculative-tokens", type=click.IntRange(1, 64), help="Draft tokens per step [1]."),
     click.option("--gpu", help="GPU model (h100, h200, b200, gb200, gb10, ...) [h100]."),
     click.option("--sm", help="Compute capability MAJOR.MINOR instead of --gpu."),
-    click.option("--tp", "--tensor-parallel-size", "tensor_parallel_size", type=click.IntRange(1, 1024),
-                 help="Tensor-parallel size [1]."),
-    click.option("--pp", "--pipeline-parallel-size", "pipeline_parallel_size", type=click.IntRange(1, 64),
-                 help="Pipeline-parallel size [1]; the draft is modelled on the last stage."),
+    click.option(
+        "--tp",
+        "--tensor-parallel-size",
+        "tensor_parallel_size",
+        type=click.IntRange(1, 1024),
+        help="Tensor-parallel size [1].",
+    ),
+    click.option(
+        "--pp",
+        "--pipeline-parallel-size",
+        "pipeline_parallel_size",
+        type=click.IntRange(1, 64),
+        help="Pipeline-parallel size [1]; the draft is modelled on the last stage.",
+    ),
     click.option("--kv-cache-dtype", help="vLLM --kv-cache-dtype (changes construction for some models)."),
     click.option("--probe-timeout", type=float, help="Seconds before the probe is killed [600]."),
     click.option("--no-cache", is_flag=True, help="Probe again even when a cached report exists."),
-    click.option("--trust-remote-code", is_flag=True,
-                 help="Let the probe run the checkpoint's configuration code (auto_map), as vLLM would."),
-    click.option("--no-elision", is_flag=True,
-                 help="Feed every expert tensor to load_weights (slower; default elides identical ones)."),
+    click.option(
+        "--trust-remote-code",
+        is_flag=True,
+        help="Let the probe run the checkpoint's configuration code (auto_map), as vLLM would.",
+    ),
+    click.option(
+        "--no-elision",
+        is_flag=True,
+        help="Feed every expert tensor to load_weights (slower; default elides identical ones).",
+    ),
     click.option("-q", "--quiet", is_flag=True, help="No progress output."),
     click.option("--debug", is_flag=True, help="Show tracebacks and the probe's stderr tail."),
 )
@@ -94,8 +109,14 @@ class Linted:
     request: Any
 
 
-def lint(path: Path, s: dict[str, Any], *, patches: list[str] | None = None, fresh: bool = False,
-         progress: Callable[[str], None] | None = None) -> Linted:
+def lint(
+    path: Path,
+    s: dict[str, Any],
+    *,
+    patches: list[str] | None = None,
+    fresh: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> Linted:
     """The lint pipeline: inventory -> probe (cached) -> rule checks -> findings.
     fresh: probe again and store the new report, so a check right after is a cache hit."""
     from .engine.run import evaluate
@@ -109,8 +130,7 @@ def lint(path: Path, s: dict[str, Any], *, patches: list[str] | None = None, fre
     patches = list(s.get("patches", []) if patches is None else patches)
     unknown = [p for p in patches if p not in PATCHES]
     if unknown:
-        raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; "
-                       f"bundled: {', '.join(PATCHES)}")
+        raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; bundled: {', '.join(PATCHES)}")
     if progress:
         progress(f"reading safetensors headers in {path}")
     inventory = load_inventory(path)
@@ -118,29 +138,43 @@ def lint(path: Path, s: dict[str, Any], *, patches: list[str] | None = None, fre
     identity = vllm_identity(python)
     check_vllm_commit(s.get("vllm_commit"), identity)
     if identity.get("version") is None:
-        raise BadInput(f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, "
-                       "or pass --vllm-python)")
+        raise BadInput(
+            f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, or pass --vllm-python)"
+        )
     for p in patches:
         if not in_range(identity["version"], PATCHES[p].vllm):
-            raise BadInput(f"--with-patches: {p} applies to vLLM {PATCHES[p].vllm}; the probed vLLM is "
-                           f"{identity['version']} ({PATCHES[p].summary})")
+            raise BadInput(
+                f"--with-patches: {p} applies to vLLM {PATCHES[p].vllm}; the probed vLLM is "
+                f"{identity['version']} ({PATCHES[p].summary})"
+            )
     request = ProbeRequest(
-        sm=gpu.sm, gpu_name=gpu.name, gpu_memory=gpu.memory,
+        sm=gpu.sm,
+        gpu_name=gpu.name,
+        gpu_memory=gpu.memory,
         num_speculative_tokens=s["num_speculative_tokens"],
         tensor_parallel_size=s["tensor_parallel_size"],
-        pipeline_parallel_size=s["pipeline_parallel_size"], patches=patches,
+        pipeline_parallel_size=s["pipeline_parallel_size"],
+        patches=patches,
         serve_args={"kv_cache_dtype": s["kv_cache_dtype"]} if s.get("kv_cache_dtype") else {},
-        python=python, timeout=s["probe_timeout"], elide=not s.get("no_elision"),
+        python=python,
+        timeout=s["probe_timeout"],
+        elide=not s.get("no_elision"),
         trust_remote_code=bool(s.get("trust_remote_code")),
     )
-    report = run_probe(inventory, request, identity=identity,
-                       use_cache=not (fresh or s.get("no_cache")), progress=progress)
+    report = run_probe(
+        inventory, request, identity=identity, use_cache=not (fresh or s.get("no_cache")), progress=progress
+    )
     if fresh:
         cache.store(cache_key(inventory, request, identity), report)
-    inputs = {"path": str(path), "gpu": gpu.key, "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
-              "num_speculative_tokens": request.num_speculative_tokens,
-              "tensor_parallel_size": request.tensor_parallel_size,
-              "pipeline_parallel_size": request.pipeline_parallel_size, "patches": request.patches}
+    inputs = {
+        "path": str(path),
+        "gpu": gpu.key,
+        "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
+        "num_speculative_tokens": request.num_speculative_tokens,
+        "tensor_parallel_size": request.tensor_parallel_size,
+        "pipeline_parallel_size": request.pipeline_parallel_size,
+        "patches": request.patches,
+    }
     findings, evaluated = evaluate(inventory, report, inputs, select=s.get("select"), ignore=s.get("ignore"))
     for f in findings:
         if f.fixes.patches:
@@ -153,10 +187,17 @@ def serve_command(path: Path, request: Any, patch_ids: list[str]) -> str:
     import json
     import shlex
 
-    spec = json.dumps({"method": "mtp", "num_speculative_tokens": request.num_speculative_tokens},
-                      separators=(",", ":"))
-    parts = [f"MTPLINT_PATCHES={','.join(patch_ids)}", "vllm", "serve", shlex.quote(str(path)),
-             "--speculative-config", shlex.quote(spec)]
+    spec = json.dumps(
+        {"method": "mtp", "num_speculative_tokens": request.num_speculative_tokens}, separators=(",", ":")
+    )
+    parts = [
+        f"MTPLINT_PATCHES={','.join(patch_ids)}",
+        "vllm",
+        "serve",
+        shlex.quote(str(path)),
+        "--speculative-config",
+        shlex.quote(spec),
+    ]
     if request.tensor_parallel_size > 1:
         parts += ["--tensor-parallel-size", str(request.tensor_parallel_size)]
     if request.pipeline_parallel_size > 1:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fixtures.build import cached_build  # noqa: E402
+from fixtures.build import cached_build
 
 RECIPES = sys.argv[1:] or ["dsv4-flash-official", "dsv4-flash-w4a16-bf16mtp"]
 
@@ -23,8 +23,12 @@ RECIPES = sys.argv[1:] or ["dsv4-flash-official", "dsv4-flash-w4a16-bf16mtp"]
 def lint(path: Path, cache: str) -> tuple[float, int]:
     env = dict(os.environ, MTPLINT_CACHE_DIR=cache)
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "mtplint.cli_main", str(path), "-q", "--format", "json"],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mtplint.cli_main", str(path), "-q", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     return time.perf_counter() - t, proc.returncode
 
 
@@ -36,8 +40,10 @@ def main() -> None:
             cold, rc = lint(path, cache)
             peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
             warm = min(lint(path, cache)[0] for _ in range(3))
-        print(f"{recipe}: {n} shards; cold lint {cold:.1f} s (exit {rc}), warm lint {warm:.2f} s "
-              f"(best of 3), peak child RSS so far {peak_mib:.0f} MiB")
+        print(
+            f"{recipe}: {n} shards; cold lint {cold:.1f} s (exit {rc}), warm lint {warm:.2f} s "
+            f"(best of 3), peak child RSS so far {peak_mib:.0f} MiB"
+        )
 
 
 if __name__ == "__main__":

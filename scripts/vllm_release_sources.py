@@ -48,7 +48,7 @@ class RangeReader(io.RawIOBase):
         end = min(self.pos + len(buffer), self.size) - 1
         request = urllib.request.Request(self.url, headers={"Range": f"bytes={self.pos}-{end}"})
         data = urllib.request.urlopen(request, timeout=60).read()
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         self.pos += len(data)
         return len(data)
 

@@ -65,8 +65,14 @@ def test_not_safetensors(tmp_path):
 def test_index_names_missing_shard(tmp_path):
     d = checkpoint(tmp_path)
     write_sparse(d / "model-00001-of-00002.safetensors", [("a", "BF16", (4, 4))])
-    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": {
-        "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    (d / "model.safetensors.index.json").write_text(
+        json.dumps(
+            {
+                "metadata": {},
+                "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"},
+            }
+        )
+    )
     assert_bad_input(run(str(d)), "model-00002-of-00002.safetensors")
 
 
@@ -112,7 +118,7 @@ def test_rules_lists_every_rule_file():
 def test_unknown_option_in_mtplint_toml(tmp_path):
     d = checkpoint(tmp_path)
     write_sparse(d / "model.safetensors", [("w", "BF16", (4, 4))])
-    (d / "mtplint.toml").write_text('num-speculative-token = 2\n')
+    (d / "mtplint.toml").write_text("num-speculative-token = 2\n")
     assert_bad_input(run(str(d)), "mtplint.toml", "num-speculative-token")
 
 
@@ -126,9 +132,13 @@ def test_probe_timeout_is_exit_3_without_traceback(tmp_path):
     from fixtures.build import cached_build
 
     env_cache = tmp_path / "cache"
-    proc = subprocess.run([*MTPLINT, str(cached_build("glm45-air-nvfp4-clean")), "--probe-timeout", "1",
-                           "--no-cache"], capture_output=True, text=True, timeout=120,
-                          env={**__import__("os").environ, "MTPLINT_CACHE_DIR": str(env_cache)})
+    proc = subprocess.run(
+        [*MTPLINT, str(cached_build("glm45-air-nvfp4-clean")), "--probe-timeout", "1", "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "MTPLINT_CACHE_DIR": str(env_cache)},
+    )
     assert proc.returncode == 3, proc.stderr
     assert "did not finish within 1 s" in proc.stderr
     assert "Traceback" not in proc.stderr.splitlines()[0]
@@ -146,9 +156,13 @@ def test_vllm_python_without_vllm_is_bad_input(tmp_path):
 def test_custom_config_code_needs_trust_remote_code(tmp_path):
     from fixtures.build import cached_build
 
-    proc = subprocess.run([*MTPLINT, str(cached_build("mimo-bf16")), "--no-cache"], capture_output=True,
-                          text=True, timeout=300,
-                          env={**__import__("os").environ, "MTPLINT_CACHE_DIR": str(tmp_path / "c")})
+    proc = subprocess.run(
+        [*MTPLINT, str(cached_build("mimo-bf16")), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "MTPLINT_CACHE_DIR": str(tmp_path / "c")},
+    )
     assert_bad_input(proc, "--trust-remote-code")
 
 
@@ -167,9 +181,13 @@ def test_probe_crash_is_one_line_naming_the_exception(tmp_path):
     python = tmp_path / "python"
     python.write_text(f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
     python.chmod(0o755)
-    proc = subprocess.run([*MTPLINT, str(cached_build("dsv4-flash-official")), "--vllm-python", str(python),
-                           "--no-cache"], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "MTPLINT_CACHE_DIR": str(tmp_path / "c")})
+    proc = subprocess.run(
+        [*MTPLINT, str(cached_build("dsv4-flash-official")), "--vllm-python", str(python), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MTPLINT_CACHE_DIR": str(tmp_path / "c")},
+    )
     assert proc.returncode == 3, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

@@ -50,15 +50,21 @@ def _fix_argv() -> list[str]:
 
 
 def run_fix(path: Path, args: list[str], cache: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*_fix_argv(), str(path), "-q", *args], capture_output=True, text=True,
-                          env=_env(cache), timeout=1200)
+    proc = subprocess.run(
+        [*_fix_argv(), str(path), "-q", *args], capture_output=True, text=True, env=_env(cache), timeout=1200
+    )
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
 
 def check(path: Path, args: list[str], cache: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "mtplint.cli_main", str(path), "--format", "json", "-q", *args],
-                          capture_output=True, text=True, env=_env(cache), timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mtplint.cli_main", str(path), "--format", "json", "-q", *args],
+        capture_output=True,
+        text=True,
+        env=_env(cache),
+        timeout=900,
+    )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -103,9 +109,16 @@ def w4a16_fixed(tmp_path_factory, probe_cache) -> dict:
     after_dry = snapshot(path)
     applied = run_fix(path, only, probe_cache)
     report = check(path, [], probe_cache)
-    return {"path": path, "before": before, "after_dry": after_dry, "dry": dry, "applied": applied,
-            "report": report, "config_before": config_before,
-            "mode_before": mode_before}
+    return {
+        "path": path,
+        "before": before,
+        "after_dry": after_dry,
+        "dry": dry,
+        "applied": applied,
+        "report": report,
+        "config_before": config_before,
+        "mode_before": mode_before,
+    }
 
 
 def test_dry_run_prints_a_diff_and_changes_no_byte(w4a16_fixed):
@@ -176,8 +189,11 @@ def leaf_fixed(tmp_path_factory, probe_cache) -> dict:
 def _ignore_lists(root: Path, raw: dict[str, bytes] | None = None) -> tuple[list[str], list[str]]:
     def doc(name: str) -> dict:
         return json.loads(raw[name]) if raw else json.loads((root / name).read_text())
-    return (doc("config.json")["quantization_config"]["ignore"],
-            doc("hf_quant_config.json")["quantization"]["exclude_modules"])
+
+    return (
+        doc("config.json")["quantization_config"]["ignore"],
+        doc("hf_quant_config.json")["quantization"]["exclude_modules"],
+    )
 
 
 def test_expert_block_fix_dry_run_writes_nothing(leaf_fixed):
@@ -276,8 +292,9 @@ def test_alias_head_embed_on_the_official_layout_under_pp2(tmp_path, probe_cache
 
 
 def test_unknown_fix_id_is_a_usage_error_before_any_probe(tmp_path):
-    proc = subprocess.run([*_fix_argv(), str(tmp_path), "--only", "no-such-fix"], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [*_fix_argv(), str(tmp_path), "--only", "no-such-fix"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     assert "no-such-fix" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -288,16 +305,15 @@ def _inv(config: dict, hf_quant: dict | None = None):
 
     from mtplint.inventory.declared import parse_declared
 
-    return SimpleNamespace(config=config, hf_quant_config=hf_quant,
-                           declared=parse_declared(config, hf_quant, Path("/nonexistent")))
+    return SimpleNamespace(
+        config=config, hf_quant_config=hf_quant, declared=parse_declared(config, hf_quant, Path("/nonexistent"))
+    )
 
 
 def test_exclusion_entries_are_spelled_and_placed_per_format():
     from mtplint.fixer.exclusions import exclusion_list
-    from mtplint.fixer.plan import render
 
-    gptq = {"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128,
-                                    "dynamic": {"-:^mtp\\.": {}}}}
+    gptq = {"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "dynamic": {"-:^mtp\\.": {}}}}
     lst = exclusion_list(_inv(gptq))
     assert lst.places == [("config.json", "quantization_config.dynamic")]
     assert lst.exact("model.layers.43.fc") == "-:^model\\.layers\\.43\\.fc$"
@@ -310,8 +326,9 @@ def test_exclusion_entries_are_spelled_and_placed_per_format():
     # The exact name is covered by the layer entry added before it.
     assert doc["quantization_config"]["dynamic"] == {"-:^model\\.layers\\.43\\.": {}}
 
-    fp8 = {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128],
-                                   "ignored_layers": ["lm_head"]}}
+    fp8 = {
+        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128], "ignored_layers": ["lm_head"]}
+    }
     lst = exclusion_list(_inv(fp8))
     assert lst.places == [("config.json", "quantization_config.ignored_layers")]
     assert lst.layer("model.layers.61.") is None  # exact matching only
@@ -322,8 +339,10 @@ def test_exclusion_entries_are_spelled_and_placed_per_format():
     assert lst.layer("model.layers.46.") == "model.layers.46.*"
     both = {"quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"]}}
     lst = exclusion_list(_inv(both, hq))
-    assert lst.places == [("config.json", "quantization_config.ignore"),
-                          ("hf_quant_config.json", "quantization.exclude_modules")]
+    assert lst.places == [
+        ("config.json", "quantization_config.ignore"),
+        ("hf_quant_config.json", "quantization.exclude_modules"),
+    ]
     assert exclusion_list(_inv({"model_type": "x"})) is None
 
 
@@ -359,31 +378,37 @@ def _write_raw_shard(path: Path, tensors: list[tuple[str, str, tuple[int, ...], 
 
 
 def test_shard_writer_copies_bytes_through_holes(tmp_path):
-    from safetensors.numpy import load_file
-
     from mtplint.fixer.apply import CHUNK, write_shard
     from mtplint.fixer.plan import NewTensor
     from mtplint.inventory.safetensors_header import read_shard_header
+    from safetensors.numpy import load_file
 
     rows = CHUNK // (4 * 64) + 3  # more than one copy chunk
     data = os.urandom(4 * 64 * rows)
     data = data[: len(data) // 2] + bytes(len(data) - len(data) // 2)  # real data, then zeros
-    _write_raw_shard(tmp_path / "src.safetensors", [
-        ("hole", "F32", (1 << 22,), None), ("head.weight", "F32", (rows, 64), data), ("tail", "F32", (8,), None)])
+    _write_raw_shard(
+        tmp_path / "src.safetensors",
+        [("hole", "F32", (1 << 22,), None), ("head.weight", "F32", (rows, 64), data), ("tail", "F32", (8,), None)],
+    )
     src = read_shard_header(tmp_path / "src.safetensors").tensors
-    news = [NewTensor(f"mtp.0.{n}", t.dtype, t.shape, "src.safetensors", t.begin, t.end)
-            for n, t in ((n, src[n]) for n in ("head.weight", "hole"))]
+    news = [
+        NewTensor(f"mtp.0.{n}", t.dtype, t.shape, "src.safetensors", t.begin, t.end)
+        for n, t in ((n, src[n]) for n in ("head.weight", "hole"))
+    ]
     write_shard(tmp_path, "out.safetensors", news)
     out = load_file(str(tmp_path / "out.safetensors"))
     assert out["mtp.0.head.weight"].tobytes() == data
     assert not out["mtp.0.hole"].any()
 
 
-@pytest.mark.parametrize("recipe,args", [
-    (W4A16, {"only": ["rewrite-ignore-to-runtime-names", "ignore-unquantized-mtp-block"], "pp": 1}),
-    # Shard, index and (with a stand-in config edit) config.json: all three write steps.
-    ("dsv4-flash-official", {"only": ["alias-mtp-head-embed"], "pp": 2, "config_edit": True}),
-])
+@pytest.mark.parametrize(
+    "recipe,args",
+    [
+        (W4A16, {"only": ["rewrite-ignore-to-runtime-names", "ignore-unquantized-mtp-block"], "pp": 1}),
+        # Shard, index and (with a stand-in config edit) config.json: all three write steps.
+        ("dsv4-flash-official", {"only": ["alias-mtp-head-embed"], "pp": 2, "config_edit": True}),
+    ],
+)
 def test_a_fix_killed_at_any_write_leaves_a_loadable_checkpoint(recipe, args, tmp_path, probe_cache, monkeypatch):
     """os.replace is where a file changes; failing the k-th call stands for a kill there."""
     from mtplint.fixer import apply as apply_mod
@@ -398,8 +423,14 @@ def test_a_fix_killed_at_any_write_leaves_a_loadable_checkpoint(recipe, args, tm
     linted = lint(pristine, settings)
     plans = plan_all(linted, choose(args["only"], linted.findings), {})
     if args.get("config_edit"):
-        plans["test"] = [Change(fix="test", file="config.json", summary="stand-in config edit",
-                                edit=lambda doc: doc.__setitem__("mtplint_test", 1))]
+        plans["test"] = [
+            Change(
+                fix="test",
+                file="config.json",
+                summary="stand-in config edit",
+                edit=lambda doc: doc.__setitem__("mtplint_test", 1),
+            )
+        ]
     rendered = render_all(linted.inventory.root, plans)
     assert rendered.json or rendered.shards
     old = {n: (pristine / n).read_bytes() for n in rendered.json}

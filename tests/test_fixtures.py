@@ -52,6 +52,7 @@ def _headers(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
 # every recipe builds, and its files are what the index and manifest say
 # ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("recipe", B.list_recipes())
 def test_recipe_builds_and_headers_parse(recipe):
     path = B.cached_build(recipe)
@@ -96,18 +97,26 @@ def test_cached_build_reuses_directory():
 
 def test_cli_list_and_build(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    out = subprocess.run([sys.executable, "-m", "fixtures", "list"], cwd=REPO, env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "fixtures", "list"], cwd=REPO, env=env, capture_output=True, text=True, check=True
+    ).stdout
     assert "dsv4-flash-w4a16-bf16mtp" in out
     dest = tmp_path / "mimo"
-    subprocess.run([sys.executable, "-m", "fixtures", "build", "mimo-bf16", str(dest)], cwd=REPO,
-                   env=env, capture_output=True, text=True, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "fixtures", "build", "mimo-bf16", str(dest)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert (dest / "config.json").exists() and len(list(dest.glob("*.safetensors"))) == 4
 
 
 # ---------------------------------------------------------------------------------------
 # DeepSeek-V4-Flash: the public layout
 # ---------------------------------------------------------------------------------------
+
 
 def test_dsv4_flash_official_is_full_size_and_tiny_on_disk():
     path = B.cached_build("dsv4-flash-official")
@@ -147,9 +156,19 @@ def test_dsv4_flash_tensor_fingerprints():
     assert not any(k.startswith("mtp.0.attn.compressor") for k in h)  # MTP: ratio 1
     mtp = [k for k in h if k.startswith("mtp.")]
     assert len(mtp) == 1575
-    for leaf in ("e_proj.weight", "h_proj.weight", "enorm.weight", "hnorm.weight", "norm.weight",
-                 "hc_head_fn", "hc_head_base", "hc_head_scale", "attn.wq_a.weight",
-                 "ffn.experts.255.w3.scale", "ffn.shared_experts.w2.scale"):
+    for leaf in (
+        "e_proj.weight",
+        "h_proj.weight",
+        "enorm.weight",
+        "hnorm.weight",
+        "norm.weight",
+        "hc_head_fn",
+        "hc_head_base",
+        "hc_head_scale",
+        "attn.wq_a.weight",
+        "ffn.experts.255.w3.scale",
+        "ffn.shared_experts.w2.scale",
+    ):
         assert f"mtp.0.{leaf}" in h
     assert "embed.weight" in h and "head.weight" in h
     assert "mtp.0.head.weight" not in h and "mtp.0.emb.tok_emb.weight" not in h
@@ -174,8 +193,10 @@ def test_dsv4_w4a16_bf16mtp_is_seed_001():
     assert "re:.*mtp.*" in qc["ignore"]
     assert "model.layers.3.attn.compressor.fused_wkv_wgate" in qc["ignore"]
     assert "lm_head" in qc["ignore"]
-    assert cfg["compress_ratios"] == json.loads(
-        (L.FAMILIES_DIR / "deepseek_v4_flash" / "config.json").read_text())["compress_ratios"]
+    assert (
+        cfg["compress_ratios"]
+        == json.loads((L.FAMILIES_DIR / "deepseek_v4_flash" / "config.json").read_text())["compress_ratios"]
+    )
     h = _headers(path)
     assert h["layers.3.ffn.experts.0.w1.weight_packed"] == ("I32", (2048, 512))
     assert h["layers.3.ffn.experts.0.w1.weight_scale"] == ("BF16", (2048, 32))
@@ -229,6 +250,7 @@ def test_other_family_counts():
 # synthetic transforms vs real compressed-tensors output
 # ---------------------------------------------------------------------------------------
 
+
 def _tiny_bf16_layout(hidden=128, inter=256, vocab=512, n_experts=2):
     import torch
 
@@ -238,8 +260,9 @@ def _tiny_bf16_layout(hidden=128, inter=256, vocab=512, n_experts=2):
     return [(k, "BF16", tuple(v.shape)) for k, v in m.state_dict().items()]
 
 
-@pytest.mark.parametrize("scheme", ["w4a16", "w4a16_asym", "w8a16", "w8a8", "fp8", "fp8_dynamic",
-                                    "fp8_block", "nvfp4", "nvfp4a16", "mxfp4"])
+@pytest.mark.parametrize(
+    "scheme", ["w4a16", "w4a16_asym", "w8a16", "w8a8", "fp8", "fp8_dynamic", "fp8_block", "nvfp4", "nvfp4a16", "mxfp4"]
+)
 def test_transform_matches_real_compressed_tensors(scheme, tmp_path):
     from fixtures.real_ct import SCHEMES, make_real_ct_checkpoint, read_header
 
@@ -250,12 +273,19 @@ def test_transform_matches_real_compressed_tensors(scheme, tmp_path):
 
     ck = T.Checkpoint("tiny", {"architectures": ["TinyForCausalLM"]}, _tiny_bf16_layout())
     ck = T.compressed_tensors(
-        ck, groups=[{"scheme": preset, "targets": ["Linear"],
-                     "disk_targets": [r"re:^model\.layers\.\d+\.(self_attn|mlp\.experts\.\d+)\.\w+_proj$"]}],
-        ignore_from_model=True)
+        ck,
+        groups=[
+            {
+                "scheme": preset,
+                "targets": ["Linear"],
+                "disk_targets": [r"re:^model\.layers\.\d+\.(self_attn|mlp\.experts\.\d+)\.\w+_proj$"],
+            }
+        ],
+        ignore_from_model=True,
+    )
     synth = {n: (d, tuple(s)) for n, d, s in ck.tensors}
 
-    assert set(synth) == set(real), (sorted(set(synth) ^ set(real)))
+    assert set(synth) == set(real), sorted(set(synth) ^ set(real))
     for name in real:
         assert synth[name] == real[name], name
     sq = ck.config["quantization_config"]
@@ -267,12 +297,17 @@ def test_ct_leaf_rules_are_shape_rules():
     """Leaf rules generalize: DSV4-size modules get the same suffixes with scaled shapes."""
     s = T.ct_scheme("W4A16", ["Linear"])
     assert T.ct_leaves("x", "BF16", (2048, 4096), s) == [
-        ("x.weight_packed", "I32", (2048, 512)), ("x.weight_scale", "BF16", (2048, 32)),
-        ("x.weight_shape", "I64", (2,))]
+        ("x.weight_packed", "I32", (2048, 512)),
+        ("x.weight_scale", "BF16", (2048, 32)),
+        ("x.weight_shape", "I64", (2,)),
+    ]
     s = T.ct_scheme("NVFP4", ["Linear"])
     assert T.ct_leaves("x", "BF16", (4096, 8192), s) == [
-        ("x.weight_packed", "U8", (4096, 4096)), ("x.weight_scale", "F8_E4M3", (4096, 512)),
-        ("x.weight_global_scale", "F32", (1,)), ("x.input_global_scale", "F32", (1,))]
+        ("x.weight_packed", "U8", (4096, 4096)),
+        ("x.weight_scale", "F8_E4M3", (4096, 512)),
+        ("x.weight_global_scale", "F32", (1,)),
+        ("x.input_global_scale", "F32", (1,)),
+    ]
 
 
 def test_fp8_block_and_gptq_and_modelopt_rules():
@@ -282,12 +317,18 @@ def test_fp8_block_and_gptq_and_modelopt_rules():
     ck = T.Checkpoint("x", {}, [("m.a.weight", "BF16", (512, 1024))])
     g = T.gptq(ck, ["m.a"])
     assert {n: (d, s) for n, d, s in g.tensors} == {
-        "m.a.qweight": ("I32", (128, 512)), "m.a.qzeros": ("I32", (8, 64)),
-        "m.a.scales": ("F16", (8, 512)), "m.a.g_idx": ("I32", (1024,))}
+        "m.a.qweight": ("I32", (128, 512)),
+        "m.a.qzeros": ("I32", (8, 64)),
+        "m.a.scales": ("F16", (8, 512)),
+        "m.a.g_idx": ("I32", (1024,)),
+    }
     mo = T.modelopt_nvfp4(ck, ["m.a"], exclude_modules=["lm_head"])
     assert {n: (d, s) for n, d, s in mo.tensors} == {
-        "m.a.weight": ("U8", (512, 512)), "m.a.weight_scale": ("F8_E4M3", (512, 64)),
-        "m.a.weight_scale_2": ("F32", ()), "m.a.input_scale": ("F32", ())}
+        "m.a.weight": ("U8", (512, 512)),
+        "m.a.weight_scale": ("F8_E4M3", (512, 64)),
+        "m.a.weight_scale_2": ("F32", ()),
+        "m.a.input_scale": ("F32", ()),
+    }
     assert mo.hf_quant_config["quantization"]["quant_algo"] == "NVFP4"
 
 
@@ -295,35 +336,42 @@ def test_fp8_block_and_gptq_and_modelopt_rules():
 # ModelOpt NVFP4: exclude_from_model and the DeepSeek-V4 "dsv4_experts" form
 # ---------------------------------------------------------------------------------------
 
+
 def _nvfp4_synthetic() -> T.Checkpoint:
     """Every kind of 2-D ``.weight`` modelopt_nvfp4 meets: embeddings, targeted BF16,
     targeted-but-skipped BF16, untargeted BF16, native FP8, native packed-FP4 experts
     (targeted and skipped), plus 1-D norms that are no Linear."""
-    return T.Checkpoint("x", {"architectures": ["X"]}, [
-        ("model.embed_tokens.weight", "BF16", (512, 128)),
-        ("embed.weight", "BF16", (512, 128)),
-        ("model.layers.0.input_layernorm.weight", "BF16", (128,)),
-        ("model.layers.0.self_attn.q_proj.weight", "BF16", (128, 128)),
-        ("model.layers.0.self_attn.k_proj.weight", "BF16", (64, 128)),
-        ("model.layers.0.self_attn.o_proj.weight", "F8_E4M3", (128, 128)),
-        ("model.layers.0.self_attn.o_proj.weight_scale_inv", "F32", (1, 1)),
-        ("model.layers.0.mlp.gate.weight", "BF16", (4, 128)),
-        ("model.layers.0.mlp.experts.0.w1.weight", "I8", (256, 64)),
-        ("model.layers.0.mlp.experts.0.w1.scale", "F8_E8M0", (256, 4)),
-        ("mtp.0.experts.0.w1.weight", "I8", (256, 64)),
-        ("mtp.0.experts.0.w1.scale", "F8_E8M0", (256, 4)),
-        ("lm_head.weight", "BF16", (512, 128)),
-    ])
+    return T.Checkpoint(
+        "x",
+        {"architectures": ["X"]},
+        [
+            ("model.embed_tokens.weight", "BF16", (512, 128)),
+            ("embed.weight", "BF16", (512, 128)),
+            ("model.layers.0.input_layernorm.weight", "BF16", (128,)),
+            ("model.layers.0.self_attn.q_proj.weight", "BF16", (128, 128)),
+            ("model.layers.0.self_attn.k_proj.weight", "BF16", (64, 128)),
+            ("model.layers.0.self_attn.o_proj.weight", "F8_E4M3", (128, 128)),
+            ("model.layers.0.self_attn.o_proj.weight_scale_inv", "F32", (1, 1)),
+            ("model.layers.0.mlp.gate.weight", "BF16", (4, 128)),
+            ("model.layers.0.mlp.experts.0.w1.weight", "I8", (256, 64)),
+            ("model.layers.0.mlp.experts.0.w1.scale", "F8_E8M0", (256, 4)),
+            ("mtp.0.experts.0.w1.weight", "I8", (256, 64)),
+            ("mtp.0.experts.0.w1.scale", "F8_E8M0", (256, 4)),
+            ("lm_head.weight", "BF16", (512, 128)),
+        ],
+    )
 
 
 _SYN_TARGETS = [r"re:.*\.(q_proj|k_proj|w1)$"]
 _SYN_SKIP = [r"re:.*\.k_proj$", r"re:^mtp\."]
 _SYN_QUANTIZED = {"model.layers.0.self_attn.q_proj", "model.layers.0.mlp.experts.0.w1"}
-_SYN_UNQUANTIZED = {"model.layers.0.self_attn.k_proj",   # targeted, skipped
-                    "model.layers.0.self_attn.o_proj",   # native FP8, not a 16-bit source
-                    "model.layers.0.mlp.gate",           # not targeted
-                    "mtp.0.experts.0.w1",                # packed FP4, skipped
-                    "lm_head"}
+_SYN_UNQUANTIZED = {
+    "model.layers.0.self_attn.k_proj",  # targeted, skipped
+    "model.layers.0.self_attn.o_proj",  # native FP8, not a 16-bit source
+    "model.layers.0.mlp.gate",  # not targeted
+    "mtp.0.experts.0.w1",  # packed FP4, skipped
+    "lm_head",
+}
 
 
 def _exclusions(ck: T.Checkpoint) -> tuple[list[str], list[str]]:
@@ -333,12 +381,18 @@ def _exclusions(ck: T.Checkpoint) -> tuple[list[str], list[str]]:
 @pytest.mark.parametrize("form", ["both", "dsv4_experts"])
 def test_modelopt_exclude_from_model_lists_every_unquantized_linear(form):
     explicit = ["lm_head", "mtp.*"]
-    ck = T.modelopt_nvfp4(_nvfp4_synthetic(), _SYN_TARGETS, exclude_modules=list(explicit),
-                          skip=_SYN_SKIP, form=form, exclude_from_model=True)
+    ck = T.modelopt_nvfp4(
+        _nvfp4_synthetic(),
+        _SYN_TARGETS,
+        exclude_modules=list(explicit),
+        skip=_SYN_SKIP,
+        form=form,
+        exclude_from_model=True,
+    )
     ignore, exclude = _exclusions(ck)
     assert ignore == exclude
-    assert exclude[:len(explicit)] == explicit  # explicit entries first, as given
-    assert len(exclude) == len(set(exclude))    # lm_head (explicit and unquantized) once
+    assert exclude[: len(explicit)] == explicit  # explicit entries first, as given
+    assert len(exclude) == len(set(exclude))  # lm_head (explicit and unquantized) once
     assert set(exclude) == set(explicit) | _SYN_UNQUANTIZED
     assert not set(exclude) & _SYN_QUANTIZED
     assert not {"model.embed_tokens", "embed"} & set(exclude)
@@ -355,19 +409,22 @@ def test_modelopt_exclude_from_model_lists_every_unquantized_linear(form):
 def test_modelopt_exclusions_are_the_explicit_entries_without_exclude_from_model(form):
     explicit = ["lm_head", "model.layers.0.self_attn.k_proj*"]
     for kw in ({}, {"exclude_from_model": False}):
-        ck = T.modelopt_nvfp4(_nvfp4_synthetic(), _SYN_TARGETS, exclude_modules=list(explicit),
-                              skip=_SYN_SKIP, form=form, **kw)
+        ck = T.modelopt_nvfp4(
+            _nvfp4_synthetic(), _SYN_TARGETS, exclude_modules=list(explicit), skip=_SYN_SKIP, form=form, **kw
+        )
         assert _exclusions(ck) == (explicit, explicit)
 
 
 def test_modelopt_nvfp4_converts_native_packed_fp4_and_drops_scale():
-    ck = T.modelopt_nvfp4(_nvfp4_synthetic(), _SYN_TARGETS, exclude_modules=[], skip=_SYN_SKIP,
-                          form="dsv4_experts")
+    ck = T.modelopt_nvfp4(_nvfp4_synthetic(), _SYN_TARGETS, exclude_modules=[], skip=_SYN_SKIP, form="dsv4_experts")
     h = {n: (d, tuple(s)) for n, d, s in ck.tensors}
     e = "model.layers.0.mlp.experts.0.w1"  # I8 [256, 64] = logical [256, 128]
     assert {k: v for k, v in h.items() if k.startswith(e + ".")} == {
-        f"{e}.weight": ("U8", (256, 64)), f"{e}.weight_scale": ("F8_E4M3", (256, 8)),
-        f"{e}.weight_scale_2": ("F32", ()), f"{e}.input_scale": ("F32", ())}
+        f"{e}.weight": ("U8", (256, 64)),
+        f"{e}.weight_scale": ("F8_E4M3", (256, 8)),
+        f"{e}.weight_scale_2": ("F32", ()),
+        f"{e}.input_scale": ("F32", ()),
+    }
     # the skipped packed-FP4 module keeps its native leaves
     assert h["mtp.0.experts.0.w1.weight"] == ("I8", (256, 64))
     assert h["mtp.0.experts.0.w1.scale"] == ("F8_E8M0", (256, 4))
@@ -377,8 +434,7 @@ def test_modelopt_nvfp4_converts_native_packed_fp4_and_drops_scale():
 
 
 def test_glm_nvfp4_recipes_exclusions_are_exactly_the_recipe_entries():
-    for name in ("glm45-air-nvfp4-clean", "glm45-air-nvfp4-eh-proj-quantized",
-                 "glm45-air-nvfp4-partial-qkv-exclude"):
+    for name in ("glm45-air-nvfp4-clean", "glm45-air-nvfp4-eh-proj-quantized", "glm45-air-nvfp4-partial-qkv-exclude"):
         r = B.load_recipe(name)
         (step,) = r["transforms"]
         assert not step.get("exclude_from_model") and step["form"] == "both"
@@ -412,20 +468,22 @@ def test_dsv4_nvfp4_config_json_and_hf_quant_config_agree(recipe):
     for k, v in native["quantization_config"].items():
         assert qc[k] == v, k
     # ... and config.json repeats what hf_quant_config.json says
-    assert qc["producer"] == hf["producer"] == {"name": "modelopt",
-                                                "version": T.DSV4_NVFP4_PRODUCER_VERSION}
+    assert qc["producer"] == hf["producer"] == {"name": "modelopt", "version": T.DSV4_NVFP4_PRODUCER_VERSION}
     assert qc["group_size"] == hq["group_size"] == 16
     assert qc["kv_cache_quant_algo"] == hq["kv_cache_quant_algo"]
     assert qc["ignore"] == hq["exclude_modules"]
-    assert qc["quantized_layers"] == hq["quantized_layers"] == {
-        f"layers.{i}.ffn.experts": {"quant_algo": "NVFP4", "group_size": 16}
-        for i in range(_DSV4_LAYERS)}
+    assert (
+        qc["quantized_layers"]
+        == hq["quantized_layers"]
+        == {f"layers.{i}.ffn.experts": {"quant_algo": "NVFP4", "group_size": 16} for i in range(_DSV4_LAYERS)}
+    )
     g = qc["config_groups"]["group_0"]
     assert g["weights"]["num_bits"] == g["input_activations"]["num_bits"] == 4
     assert g["weights"]["group_size"] == 16
     # everything but quantization_config is the upstream config
     assert {k: v for k, v in cfg.items() if k != "quantization_config"} == {
-        k: v for k, v in native.items() if k != "quantization_config"}
+        k: v for k, v in native.items() if k != "quantization_config"
+    }
 
 
 def test_dsv4_nvfp4_converts_trunk_experts_and_leaves_the_rest_untouched():
@@ -435,11 +493,11 @@ def test_dsv4_nvfp4_converts_trunk_experts_and_leaves_the_rest_untouched():
     experts = {n.rsplit(".", 1)[0] for n in base if _DSV4_EXPERT_RX.match(n)}
     assert len(experts) == _DSV4_LAYERS * 256 * 3
     for mod in experts:
-        o, ip = base[f"{mod}.weight"][1]          # I8 [out, in/2]
+        o, ip = base[f"{mod}.weight"][1]  # I8 [out, in/2]
         assert base[f"{mod}.weight"][0] == "I8"
         w, ws = h[f"{mod}.weight"], h[f"{mod}.weight_scale"]
         assert w == ("U8", (o, ip)), mod
-        assert ws[0] == "F8_E4M3" and ws[1] == (o, 2 * ip // 16), mod   # one per 16 inputs
+        assert ws[0] == "F8_E4M3" and ws[1] == (o, 2 * ip // 16), mod  # one per 16 inputs
         assert h[f"{mod}.weight_scale_2"] == ("F32", ()), mod
         assert h[f"{mod}.input_scale"] == ("F32", ()), mod
         assert f"{mod}.scale" not in h, mod

@@ -19,23 +19,36 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # fixtures/ lives at the repo root
 
-import compressed_tensors  # noqa: E402
-from compressed_tensors.quantization import QuantizationConfig, preset_name_to_scheme  # noqa: E402
-from fixtures.sparse import write_sharded, write_sparse  # noqa: E402
-from mtplint.errors import BadInput  # noqa: E402
-from mtplint.inventory.checkpoint import layout_digest, load_inventory  # noqa: E402
-from mtplint.inventory.declared import parse_declared  # noqa: E402
-from mtplint.inventory.fingerprint import (  # noqa: E402
-    KINDS, classify_module, fingerprint_modules, is_quantized_tensor_name, split_module)
-from mtplint.inventory.model import TensorInfo  # noqa: E402
-from mtplint.inventory.safetensors_header import MAX_HEADER_BYTES, read_header, read_shard_header  # noqa: E402
+import compressed_tensors
+from compressed_tensors.quantization import QuantizationConfig, preset_name_to_scheme
+from mtplint.errors import BadInput
+from mtplint.inventory.checkpoint import layout_digest, load_inventory
+from mtplint.inventory.declared import parse_declared
+from mtplint.inventory.fingerprint import (
+    KINDS,
+    classify_module,
+    fingerprint_modules,
+    is_quantized_tensor_name,
+    split_module,
+)
+from mtplint.inventory.model import TensorInfo
+from mtplint.inventory.safetensors_header import MAX_HEADER_BYTES, read_header, read_shard_header
+
+from fixtures.sparse import write_sharded, write_sparse
 
 # ---------------------------------------------------------------------------------------------
 # helpers
 
 
-def raw_file(path: Path, header: object = None, *, raw: bytes | None = None, data: int = 0,
-             length: int | None = None, tail: bytes = b"") -> Path:
+def raw_file(
+    path: Path,
+    header: object = None,
+    *,
+    raw: bytes | None = None,
+    data: int = 0,
+    length: int | None = None,
+    tail: bytes = b"",
+) -> Path:
     """A hand-made safetensors file: 8-byte length, header bytes, `data` zero bytes, then `tail`."""
     body = raw if raw is not None else json.dumps(header).encode()
     n = len(body) if length is None else length
@@ -56,8 +69,13 @@ def safetensors_rejects(path: Path) -> bool:
     return False
 
 
-def make_checkpoint(root: Path, shards: dict[str, dict[str, torch.Tensor]], config: dict | None = None,
-                    index: bool | None = None, hf_quant: dict | None = None) -> Path:
+def make_checkpoint(
+    root: Path,
+    shards: dict[str, dict[str, torch.Tensor]],
+    config: dict | None = None,
+    index: bool | None = None,
+    hf_quant: dict | None = None,
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text(json.dumps(config if config is not None else {"model_type": "llama"}))
     if hf_quant is not None:
@@ -68,7 +86,8 @@ def make_checkpoint(root: Path, shards: dict[str, dict[str, torch.Tensor]], conf
         weight_map.update({n: fname for n in tensors})
     if index if index is not None else len(shards) > 1:
         (root / "model.safetensors.index.json").write_text(
-            json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}, indent=2))
+            json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}, indent=2)
+        )
     return root
 
 
@@ -77,10 +96,16 @@ def llm_compressor_config(preset: str, fmt: str, ignore: list[str]) -> dict:
     from compressed-tensors' own preset schemes and round-tripped through JSON like config.json."""
     scheme = preset_name_to_scheme(preset, ["Linear"])
     scheme.format = fmt
-    qc = QuantizationConfig(config_groups={"group_0": scheme}, ignore=ignore, format=fmt,
-                            quantization_status="compressed")
-    d = {"version": compressed_tensors.__version__, "quant_method": "compressed-tensors",
-         "sparsity_config": {}, "transform_config": {}, **qc.model_dump(exclude=["quant_method"])}
+    qc = QuantizationConfig(
+        config_groups={"group_0": scheme}, ignore=ignore, format=fmt, quantization_status="compressed"
+    )
+    d = {
+        "version": compressed_tensors.__version__,
+        "quant_method": "compressed-tensors",
+        "sparsity_config": {},
+        "transform_config": {},
+        **qc.model_dump(exclude=["quant_method"]),
+    }
     return json.loads(json.dumps(d, sort_keys=True, default=str))
 
 
@@ -122,7 +147,7 @@ def test_header_of_real_file_matches_library(tmp_path):
         assert info.file == "m.safetensors"
         assert info.nbytes == t.numel() * t.element_size()
         # absolute offsets point at the tensor's own bytes
-        assert blob[info.begin:info.end] == t.reshape(-1).contiguous().view(torch.uint8).numpy().tobytes()
+        assert blob[info.begin : info.end] == t.reshape(-1).contiguous().view(torch.uint8).numpy().tobytes()
     assert infos["a.weight"].dtype == "BF16"
     assert infos["a.weight_scale"].shape == ()
     assert infos["c.weight"].dtype == "F8_E4M3" and infos["c.scale"].dtype == "F8_E8M0"
@@ -137,15 +162,18 @@ def test_header_of_sparse_file(tmp_path):
     assert infos["x.weight"].file == "sub/s.safetensors"
 
 
-@pytest.mark.parametrize("case", [
-    # entries out of file order, zero-size tensors sharing an offset, sub-byte dtype, null metadata
-    ("reordered", {"b": entry("F32", [1], 8, 12), "a": entry("F32", [2], 0, 8)}, 12),
-    ("zero-size", {"z": entry("F32", [0], 0, 0), "a": entry("F32", [1], 0, 4)}, 4),
-    ("f4", {"a": entry("F4", [4], 0, 2)}, 2),
-    ("null-metadata", {"__metadata__": None, "a": entry("I8", [3], 0, 3)}, 3),
-    ("no-tensors", {}, 0),
-    ("leading-space", None, 8),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        # entries out of file order, zero-size tensors sharing an offset, sub-byte dtype, null metadata
+        ("reordered", {"b": entry("F32", [1], 8, 12), "a": entry("F32", [2], 0, 8)}, 12),
+        ("zero-size", {"z": entry("F32", [0], 0, 0), "a": entry("F32", [1], 0, 4)}, 4),
+        ("f4", {"a": entry("F4", [4], 0, 2)}, 2),
+        ("null-metadata", {"__metadata__": None, "a": entry("I8", [3], 0, 3)}, 3),
+        ("no-tensors", {}, 0),
+        ("leading-space", None, 8),
+    ],
+)
 def test_header_odd_but_valid(tmp_path, case):
     name, header, data = case
     path = tmp_path / f"{name}.safetensors"
@@ -166,8 +194,11 @@ BROKEN = [
     ("huge-length", dict(raw=b"{}", length=7954888484), ("not a safetensors file", "7954888484", "exceeds")),
     ("past-end", dict(raw=b"{}", length=5000), ("truncated", "header says 5000 bytes")),
     ("not-utf8", dict(raw=b'{"\xff": 1}'), ("invalid UTF-8",)),
-    ("bad-json", dict(raw=b'{"a": {"dtype": "F32",\n "shape": [2] "data_offsets": [0, 8]}}', data=8),
-     ("invalid JSON at line 2 column",)),
+    (
+        "bad-json",
+        dict(raw=b'{"a": {"dtype": "F32",\n "shape": [2] "data_offsets": [0, 8]}}', data=8),
+        ("invalid JSON at line 2 column",),
+    ),
     ("empty-json", dict(raw=b"   "), ("empty JSON header",)),
     ("json-list", dict(header=[1, 2]), ("expected a JSON object", "list")),
     ("metadata-not-strings", dict(header={"__metadata__": {"format": 1}, "a": A}, data=8), ("__metadata__",)),
@@ -180,8 +211,11 @@ BROKEN = [
     ("negative-dim", dict(header={"a": entry("F32", [-2, -1], 0, 8)}, data=8), ("invalid shape",)),
     ("bool-dim", dict(header={"a": entry("F32", [True, 2], 0, 8)}, data=8), ("invalid shape",)),
     ("float-dim", dict(header={"a": entry("F32", [2.0], 0, 8)}, data=8), ("invalid shape",)),
-    ("bad-offsets", dict(header={"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4, 8]}}, data=8),
-     ("invalid data_offsets",)),
+    (
+        "bad-offsets",
+        dict(header={"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4, 8]}}, data=8),
+        ("invalid data_offsets",),
+    ),
     ("gap", dict(header={"a": A, "b": entry("F32", [1], 12, 16)}, data=16), ("'b'", "leave a gap", "start at 8")),
     ("overlap", dict(header={"a": A, "b": entry("F32", [2], 4, 12)}, data=12), ("'b'", "overlap")),
     ("not-from-zero", dict(header={"a": entry("F32", [2], 8, 16)}, data=16), ("leave a gap", "start at 0")),
@@ -245,10 +279,13 @@ def test_load_single_file(tmp_path):
 
 
 def test_load_sharded_with_index_and_progress(tmp_path):
-    root = make_checkpoint(tmp_path / "ck", {
-        "model-00001-of-00002.safetensors": _tiny("model.layers.0"),
-        "model-00002-of-00002.safetensors": _tiny("model.layers.1"),
-    })
+    root = make_checkpoint(
+        tmp_path / "ck",
+        {
+            "model-00001-of-00002.safetensors": _tiny("model.layers.0"),
+            "model-00002-of-00002.safetensors": _tiny("model.layers.1"),
+        },
+    )
     calls = []
     inv = load_inventory(root, progress=lambda done, total: calls.append((done, total)))
     assert calls == [(1, 2), (2, 2)]
@@ -258,8 +295,11 @@ def test_load_sharded_with_index_and_progress(tmp_path):
 
 
 def test_load_without_index_takes_every_shard_sorted(tmp_path):
-    root = make_checkpoint(tmp_path / "ck", {"b.safetensors": _tiny("model.layers.1"),
-                                             "a.safetensors": _tiny("model.layers.0")}, index=False)
+    root = make_checkpoint(
+        tmp_path / "ck",
+        {"b.safetensors": _tiny("model.layers.1"), "a.safetensors": _tiny("model.layers.0")},
+        index=False,
+    )
     inv = load_inventory(str(root))
     assert inv.shards == ["a.safetensors", "b.safetensors"] and inv.index_path is None
     assert len(inv.tensors) == 4
@@ -280,14 +320,22 @@ def test_digest_depends_on_layout_only(tmp_path):
     assert load_inventory(make_checkpoint(tmp_path / "three", {"model.safetensors": changed})).digest != one.digest
     reshaped = dict(tensors)
     reshaped["model.layers.0.self_attn.q_proj.weight"] = torch.zeros(4, 16, dtype=torch.bfloat16)
-    assert layout_digest(load_inventory(make_checkpoint(tmp_path / "four", {"model.safetensors": reshaped}))
-                         .tensors.values()) != one.digest
+    assert (
+        layout_digest(
+            load_inventory(make_checkpoint(tmp_path / "four", {"model.safetensors": reshaped})).tensors.values()
+        )
+        != one.digest
+    )
 
 
 def test_load_sparse_layout(tmp_path):
-    specs = [(f"layers.{i}.ffn.experts.{e}.{w}.{leaf}", dt, shape)
-             for i in range(2) for e in range(4) for w in ("w1", "w2", "w3")
-             for leaf, dt, shape in (("weight", "I8", [2048, 2048]), ("scale", "F8_E8M0", [2048, 128]))]
+    specs = [
+        (f"layers.{i}.ffn.experts.{e}.{w}.{leaf}", dt, shape)
+        for i in range(2)
+        for e in range(4)
+        for w in ("w1", "w2", "w3")
+        for leaf, dt, shape in (("weight", "I8", [2048, 2048]), ("scale", "F8_E8M0", [2048, 128]))
+    ]
     write_sharded(tmp_path, specs, 3)
     (tmp_path / "config.json").write_text("{}")
     inv = load_inventory(tmp_path)
@@ -353,8 +401,9 @@ def test_load_no_safetensors(tmp_path):
 
 
 def test_load_index_names_missing_shard(tmp_path):
-    root = make_checkpoint(tmp_path, {"model-1.safetensors": _tiny("model.layers.0"),
-                                      "model-2.safetensors": _tiny("model.layers.1")})
+    root = make_checkpoint(
+        tmp_path, {"model-1.safetensors": _tiny("model.layers.0"), "model-2.safetensors": _tiny("model.layers.1")}
+    )
     (root / "model-2.safetensors").unlink()
     with pytest.raises(BadInput) as ei:
         load_inventory(root)
@@ -362,39 +411,59 @@ def test_load_index_names_missing_shard(tmp_path):
 
 
 def test_load_index_tensor_missing_from_shard(tmp_path):
-    root = make_checkpoint(tmp_path, {"model-1.safetensors": _tiny("model.layers.0"),
-                                      "model-2.safetensors": _tiny("model.layers.1")})
+    root = make_checkpoint(
+        tmp_path, {"model-1.safetensors": _tiny("model.layers.0"), "model-2.safetensors": _tiny("model.layers.1")}
+    )
     index = json.loads((root / "model.safetensors.index.json").read_text())
     index["weight_map"]["model.layers.1.mlp.down_proj.weight"] = "model-2.safetensors"
     (root / "model.safetensors.index.json").write_text(json.dumps(index))
     with pytest.raises(BadInput) as ei:
         load_inventory(root)
-    bad(ei, root / "model.safetensors.index.json", "model.layers.1.mlp.down_proj.weight",
-        "model-2.safetensors", "header lacks")
+    bad(
+        ei,
+        root / "model.safetensors.index.json",
+        "model.layers.1.mlp.down_proj.weight",
+        "model-2.safetensors",
+        "header lacks",
+    )
 
 
 def test_load_shard_tensor_missing_from_index(tmp_path):
-    root = make_checkpoint(tmp_path, {"model-1.safetensors": _tiny("model.layers.0"),
-                                      "model-2.safetensors": _tiny("model.layers.1")})
+    root = make_checkpoint(
+        tmp_path, {"model-1.safetensors": _tiny("model.layers.0"), "model-2.safetensors": _tiny("model.layers.1")}
+    )
     index = json.loads((root / "model.safetensors.index.json").read_text())
     del index["weight_map"]["model.layers.0.input_layernorm.weight"]
     (root / "model.safetensors.index.json").write_text(json.dumps(index))
     with pytest.raises(BadInput) as ei:
         load_inventory(root)
-    bad(ei, root / "model-1.safetensors", "model.layers.0.input_layernorm.weight", "not in",
-        "model.safetensors.index.json")
+    bad(
+        ei,
+        root / "model-1.safetensors",
+        "model.layers.0.input_layernorm.weight",
+        "not in",
+        "model.safetensors.index.json",
+    )
 
 
 @pytest.mark.parametrize("indexed", [True, False])
 def test_load_same_tensor_in_two_shards(tmp_path, indexed):
-    root = make_checkpoint(tmp_path, {"model-1.safetensors": _tiny("model.layers.0"),
-                                      "model-2.safetensors": {**_tiny("model.layers.1"),
-                                                              "model.layers.0.input_layernorm.weight":
-                                                                  torch.ones(8)}}, index=indexed)
+    root = make_checkpoint(
+        tmp_path,
+        {
+            "model-1.safetensors": _tiny("model.layers.0"),
+            "model-2.safetensors": {**_tiny("model.layers.1"), "model.layers.0.input_layernorm.weight": torch.ones(8)},
+        },
+        index=indexed,
+    )
     with pytest.raises(BadInput) as ei:
         load_inventory(root)
-    bad(ei, root / "model-2.safetensors", "model.layers.0.input_layernorm.weight",
-        "in both model-1.safetensors and model-2.safetensors")
+    bad(
+        ei,
+        root / "model-2.safetensors",
+        "model.layers.0.input_layernorm.weight",
+        "in both model-1.safetensors and model-2.safetensors",
+    )
 
 
 def test_load_index_without_weight_map(tmp_path):
@@ -405,8 +474,10 @@ def test_load_index_without_weight_map(tmp_path):
     bad(ei, root / "model.safetensors.index.json", "weight_map")
 
 
-@pytest.mark.parametrize("weight_map, fragment", [({}, "weight_map is empty"),
-                                                   ({"a.weight": ["model.safetensors"]}, "weight_map['a.weight']")])
+@pytest.mark.parametrize(
+    "weight_map, fragment",
+    [({}, "weight_map is empty"), ({"a.weight": ["model.safetensors"]}, "weight_map['a.weight']")],
+)
 def test_load_index_bad_weight_map(tmp_path, weight_map, fragment):
     root = make_checkpoint(tmp_path, {"model.safetensors": _tiny()})
     (root / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
@@ -417,6 +488,7 @@ def test_load_index_bad_weight_map(tmp_path, weight_map, fragment):
 
 def test_load_leaves_gc_as_it_found_it(tmp_path):
     import gc
+
     root = make_checkpoint(tmp_path, {"model.safetensors": _tiny()})
     assert gc.isenabled()
     load_inventory(root)
@@ -427,8 +499,9 @@ def test_load_leaves_gc_as_it_found_it(tmp_path):
 
 
 def test_load_bad_shard_names_the_shard(tmp_path):
-    root = make_checkpoint(tmp_path, {"model-1.safetensors": _tiny("model.layers.0"),
-                                      "model-2.safetensors": _tiny("model.layers.1")})
+    root = make_checkpoint(
+        tmp_path, {"model-1.safetensors": _tiny("model.layers.0"), "model-2.safetensors": _tiny("model.layers.1")}
+    )
     with open(root / "model-2.safetensors", "r+b") as f:
         f.truncate(f.seek(0, 2) - 3)
     with pytest.raises(BadInput) as ei:
@@ -438,11 +511,17 @@ def test_load_bad_shard_names_the_shard(tmp_path):
 
 def test_load_passes_declared_quant(tmp_path):
     qc = llm_compressor_config("FP8_DYNAMIC", "float-quantized", ["lm_head"])
-    root = make_checkpoint(tmp_path, {"model.safetensors": {
-        "model.layers.0.mlp.down_proj.weight": torch.zeros(8, 8).to(torch.float8_e4m3fn),
-        "model.layers.0.mlp.down_proj.weight_scale": torch.ones(8, 1),
-        "lm_head.weight": torch.zeros(4, 8, dtype=torch.bfloat16),
-    }}, config={"model_type": "llama", "quantization_config": qc})
+    root = make_checkpoint(
+        tmp_path,
+        {
+            "model.safetensors": {
+                "model.layers.0.mlp.down_proj.weight": torch.zeros(8, 8).to(torch.float8_e4m3fn),
+                "model.layers.0.mlp.down_proj.weight_scale": torch.ones(8, 1),
+                "lm_head.weight": torch.zeros(4, 8, dtype=torch.bfloat16),
+            }
+        },
+        config={"model_type": "llama", "quantization_config": qc},
+    )
     inv = load_inventory(root)
     assert inv.declared.method == "compressed-tensors"
     assert inv.modules["model.layers.0.mlp.down_proj"].kind == "ct-fp8"
@@ -474,13 +553,15 @@ def test_declared_ct_w4a16(tmp_path):
 
 
 def test_declared_ct_fp8_and_block(tmp_path):
-    d = parse_declared({"quantization_config": llm_compressor_config("FP8_DYNAMIC", "float-quantized", [])},
-                       None, tmp_path)
+    d = parse_declared(
+        {"quantization_config": llm_compressor_config("FP8_DYNAMIC", "float-quantized", [])}, None, tmp_path
+    )
     w = d.details["groups"]["group_0"]["weights"]
     assert (w["num_bits"], w["type"], w["strategy"]) == (8, "float", "channel")
     assert d.details["groups"]["group_0"]["input_activations"]["strategy"] == "token"
-    d = parse_declared({"quantization_config": llm_compressor_config("FP8_BLOCK", "float-quantized", [])},
-                       None, tmp_path)
+    d = parse_declared(
+        {"quantization_config": llm_compressor_config("FP8_BLOCK", "float-quantized", [])}, None, tmp_path
+    )
     w = d.details["groups"]["group_0"]["weights"]
     assert w["strategy"] == "block" and w["block_structure"] == [128, 128]
 
@@ -490,14 +571,22 @@ def test_declared_ct_nvfp4(tmp_path):
     d = parse_declared({"quantization_config": qc}, None, tmp_path)
     g = d.details["groups"]["group_0"]
     assert g["format"] == "nvfp4-pack-quantized"
-    assert (g["weights"]["num_bits"], g["weights"]["type"], g["weights"]["strategy"],
-            g["weights"]["group_size"]) == (4, "float", "tensor_group", 16)
+    assert (g["weights"]["num_bits"], g["weights"]["type"], g["weights"]["strategy"], g["weights"]["group_size"]) == (
+        4,
+        "float",
+        "tensor_group",
+        16,
+    )
     assert g["input_activations"]["num_bits"] == 4
 
 
 def test_declared_ct_preset_group_names_and_compression_config(tmp_path):
-    qc = {"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"W4A16": ["Linear"]},
-          "ignore": ["lm_head"]}
+    qc = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {"W4A16": ["Linear"]},
+        "ignore": ["lm_head"],
+    }
     d = parse_declared({"compression_config": qc}, None, tmp_path)
     assert d.exclusion_key == "compression_config.ignore"
     assert d.details["groups"]["W4A16"]["weights"]["group_size"] == 128
@@ -510,16 +599,25 @@ def test_declared_ct_from_text_config(tmp_path):
     assert d.exclusion_key == "text_config.quantization_config.ignore"
 
 
-@pytest.mark.parametrize("mutate, fragments", [
-    (lambda q: q["config_groups"]["group_0"]["weights"].update(num_bits="four"),
-     ("quantization_config.config_groups.group_0.weights.num_bits", "'four'")),
-    (lambda q: q["config_groups"]["group_0"]["weights"].update(type="intx"),
-     ("quantization_config.config_groups.group_0.weights.type",)),
-    (lambda q: q["config_groups"]["group_0"].pop("targets"),
-     ("quantization_config.config_groups.group_0.targets", "Field required")),
-    (lambda q: q.update(ignore="lm_head"), ("quantization_config.ignore",)),
-    (lambda q: q.update(config_groups={"W9A9": ["Linear"]}), ("quantization_config.config_groups", "W9A9")),
-])
+@pytest.mark.parametrize(
+    "mutate, fragments",
+    [
+        (
+            lambda q: q["config_groups"]["group_0"]["weights"].update(num_bits="four"),
+            ("quantization_config.config_groups.group_0.weights.num_bits", "'four'"),
+        ),
+        (
+            lambda q: q["config_groups"]["group_0"]["weights"].update(type="intx"),
+            ("quantization_config.config_groups.group_0.weights.type",),
+        ),
+        (
+            lambda q: q["config_groups"]["group_0"].pop("targets"),
+            ("quantization_config.config_groups.group_0.targets", "Field required"),
+        ),
+        (lambda q: q.update(ignore="lm_head"), ("quantization_config.ignore",)),
+        (lambda q: q.update(config_groups={"W9A9": ["Linear"]}), ("quantization_config.config_groups", "W9A9")),
+    ],
+)
 def test_declared_ct_invalid(tmp_path, mutate, fragments):
     qc = llm_compressor_config("W4A16", "pack-quantized", [])
     mutate(qc)
@@ -535,9 +633,15 @@ def test_declared_quantization_config_not_object(tmp_path):
 
 
 def test_declared_modelopt_hf_quant_config_nvfp4(tmp_path):
-    hq = {"producer": {"name": "modelopt", "version": "0.29.0"},
-          "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16,
-                           "exclude_modules": ["lm_head", "model.layers.61*"]}}
+    hq = {
+        "producer": {"name": "modelopt", "version": "0.29.0"},
+        "quantization": {
+            "quant_algo": "NVFP4",
+            "kv_cache_quant_algo": "FP8",
+            "group_size": 16,
+            "exclude_modules": ["lm_head", "model.layers.61*"],
+        },
+    }
     d = parse_declared({"model_type": "deepseek_v3"}, hq, tmp_path)
     assert d.method == "modelopt_fp4" and d.source == "hf_quant_config.json"
     assert d.exclusions == ["lm_head", "model.layers.61*"]
@@ -552,8 +656,14 @@ def test_declared_modelopt_hf_quant_config_fp8(tmp_path):
 
 
 def test_declared_modelopt_config_json_form(tmp_path):
-    qc = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "ignore": ["lm_head", "*mtp*"],
-          "kv_cache_scheme": {"type": "float", "num_bits": 8}, "producer": {"name": "modelopt"}}
+    qc = {
+        "quant_method": "modelopt",
+        "quant_algo": "NVFP4",
+        "group_size": 16,
+        "ignore": ["lm_head", "*mtp*"],
+        "kv_cache_scheme": {"type": "float", "num_bits": 8},
+        "producer": {"name": "modelopt"},
+    }
     hq = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "exclude_modules": ["x"]}}
     d = parse_declared({"quantization_config": qc}, hq, tmp_path)
     assert d.method == "modelopt_fp4" and d.source == "config.json"  # config.json wins, as in vLLM
@@ -565,15 +675,20 @@ def test_declared_modelopt_config_json_form(tmp_path):
 
 
 def test_declared_modelopt_mixed_precision(tmp_path):
-    layers = {"model.layers.0.mlp.experts": {"quant_algo": "NVFP4"}, "model.layers.0.self_attn.o_proj":
-              {"quant_algo": "FP8"}}
-    hq = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "MIXED_PRECISION",
-                                                             "quantized_layers": layers}}
+    layers = {
+        "model.layers.0.mlp.experts": {"quant_algo": "NVFP4"},
+        "model.layers.0.self_attn.o_proj": {"quant_algo": "FP8"},
+    }
+    hq = {
+        "producer": {"name": "modelopt"},
+        "quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": layers},
+    }
     d = parse_declared({}, hq, tmp_path)
     assert d.method == "modelopt_mixed" and d.details["quantized_layers"] == layers
     # config.json without the per-layer map: vLLM falls back to hf_quant_config.json for it
-    d = parse_declared({"quantization_config": {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}},
-                       hq, tmp_path)
+    d = parse_declared(
+        {"quantization_config": {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}}, hq, tmp_path
+    )
     assert d.method == "modelopt_mixed" and d.details["quantized_layers"] == layers
     assert d.details["quantized_layers_source"] == "hf_quant_config.json"
 
@@ -586,8 +701,14 @@ def test_declared_modelopt_exclusions_must_be_list(tmp_path):
 
 
 def test_declared_deepseek_fp8_block(tmp_path):
-    qc = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "scale_fmt": "ue8m0",
-          "weight_block_size": [128, 128], "ignored_layers": ["model.layers.61.eh_proj"]}
+    qc = {
+        "quant_method": "fp8",
+        "activation_scheme": "dynamic",
+        "fmt": "e4m3",
+        "scale_fmt": "ue8m0",
+        "weight_block_size": [128, 128],
+        "ignored_layers": ["model.layers.61.eh_proj"],
+    }
     d = parse_declared({"model_type": "deepseek_v3", "quantization_config": qc}, None, tmp_path)
     assert d.method == "fp8" and d.exclusions == ["model.layers.61.eh_proj"]
     assert d.exclusion_key == "quantization_config.ignored_layers"
@@ -599,10 +720,14 @@ def test_declared_deepseek_fp8_block(tmp_path):
 
 
 def test_declared_deepseek_v4(tmp_path):
-    qc = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "scale_fmt": "ue8m0",
-          "weight_block_size": [128, 128]}
-    d = parse_declared({"model_type": "deepseek_v4", "expert_dtype": "fp4", "quantization_config": qc},
-                       None, tmp_path)
+    qc = {
+        "quant_method": "fp8",
+        "activation_scheme": "dynamic",
+        "fmt": "e4m3",
+        "scale_fmt": "ue8m0",
+        "weight_block_size": [128, 128],
+    }
+    d = parse_declared({"model_type": "deepseek_v4", "expert_dtype": "fp4", "quantization_config": qc}, None, tmp_path)
     assert d.method == "fp8" and d.details["vllm_method"] == "deepseek_v4_fp8"
     assert d.details["expert_dtype"] == "fp4" and d.exclusions == []
 
@@ -614,9 +739,17 @@ def test_declared_fp8_bad_block_size(tmp_path):
 
 
 def test_declared_gptq(tmp_path):
-    qc = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True, "lm_head": False,
-          "dynamic": {"-:.*mtp.*": {}, "+:.*down_proj.*": {"bits": 8}},
-          "modules_in_block_to_quantize": [["self_attn.q_proj"], ["mlp.down_proj"]], "checkpoint_format": "gptq"}
+    qc = {
+        "quant_method": "gptq",
+        "bits": 4,
+        "group_size": 128,
+        "desc_act": False,
+        "sym": True,
+        "lm_head": False,
+        "dynamic": {"-:.*mtp.*": {}, "+:.*down_proj.*": {"bits": 8}},
+        "modules_in_block_to_quantize": [["self_attn.q_proj"], ["mlp.down_proj"]],
+        "checkpoint_format": "gptq",
+    }
     d = parse_declared({"quantization_config": qc}, None, tmp_path)
     assert d.method == "gptq" and d.exclusions == ["-:.*mtp.*"]
     assert d.exclusion_key == "quantization_config.dynamic"
@@ -626,8 +759,14 @@ def test_declared_gptq(tmp_path):
 
 
 def test_declared_awq(tmp_path):
-    qc = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm",
-          "modules_to_not_convert": ["mtp", "lm_head"]}
+    qc = {
+        "quant_method": "awq",
+        "bits": 4,
+        "group_size": 128,
+        "zero_point": True,
+        "version": "gemm",
+        "modules_to_not_convert": ["mtp", "lm_head"],
+    }
     d = parse_declared({"quantization_config": qc}, None, tmp_path)
     assert d.method == "awq" and d.exclusions == ["mtp", "lm_head"]
     assert d.exclusion_key == "quantization_config.modules_to_not_convert"
@@ -666,29 +805,59 @@ FORMATS = {
     "dense.q_proj": ({"weight": _t((64, 32))}, "bf16"),
     "half.q_proj": ({"weight": _t((64, 32), torch.float16)}, "fp16"),
     "norm": ({"weight": _t((32,), torch.float32)}, "fp32"),
-    "modelopt_fp8.q_proj": ({"weight": _t((64, 32), F8), "weight_scale": torch.tensor(1.0),
-                             "input_scale": torch.tensor(1.0)}, "fp8"),
+    "modelopt_fp8.q_proj": (
+        {"weight": _t((64, 32), F8), "weight_scale": torch.tensor(1.0), "input_scale": torch.tensor(1.0)},
+        "fp8",
+    ),
     "ct_fp8.q_proj": ({"weight": _t((64, 32), F8), "weight_scale": _t((64, 1))}, "ct-fp8"),
     "block.q_proj": ({"weight": _t((256, 256), F8), "weight_scale_inv": _t((2, 2), torch.float32)}, "fp8-block"),
     "dsv4.wo_a": ({"weight": _t((256, 256), F8), "scale": _t((2, 2), E8M0)}, "fp8-dsv4"),
     "dsv4.experts.0.w1": ({"weight": _t((64, 16), torch.int8), "scale": _t((64, 1), E8M0)}, "fp4-dsv4"),
-    "w4a16.q_proj": ({"weight_packed": _t((64, 4), torch.int32), "weight_scale": _t((64, 1)),
-                      "weight_shape": torch.tensor([64, 32])}, "ct-pack-quantized"),
-    "ct_nvfp4.q_proj": ({"weight_packed": _t((64, 16), torch.uint8), "weight_scale": _t((64, 2), F8),
-                         "weight_global_scale": _t((1,), torch.float32),
-                         "input_global_scale": _t((1,), torch.float32)}, "ct-nvfp4"),
-    "modelopt_nvfp4.q_proj": ({"weight": _t((64, 16), torch.uint8), "weight_scale": _t((64, 2), F8),
-                               "weight_scale_2": torch.tensor(1.0), "input_scale": torch.tensor(1.0)},
-                              "modelopt-nvfp4"),
-    "gptq.q_proj": ({"qweight": _t((4, 64), torch.int32), "qzeros": _t((1, 8), torch.int32),
-                     "scales": _t((1, 64), torch.float16), "g_idx": _t((32,), torch.int32)}, "gptq"),
-    "gptq_noidx.q_proj": ({"qweight": _t((4, 64), torch.int32), "qzeros": _t((1, 8), torch.int32),
-                           "scales": _t((1, 64), torch.float16)}, "gptq"),
-    "awq.q_proj": ({"qweight": _t((32, 8), torch.int32), "qzeros": _t((1, 8), torch.int32),
-                    "scales": _t((1, 64), torch.float16)}, "awq"),
+    "w4a16.q_proj": (
+        {
+            "weight_packed": _t((64, 4), torch.int32),
+            "weight_scale": _t((64, 1)),
+            "weight_shape": torch.tensor([64, 32]),
+        },
+        "ct-pack-quantized",
+    ),
+    "ct_nvfp4.q_proj": (
+        {
+            "weight_packed": _t((64, 16), torch.uint8),
+            "weight_scale": _t((64, 2), F8),
+            "weight_global_scale": _t((1,), torch.float32),
+            "input_global_scale": _t((1,), torch.float32),
+        },
+        "ct-nvfp4",
+    ),
+    "modelopt_nvfp4.q_proj": (
+        {
+            "weight": _t((64, 16), torch.uint8),
+            "weight_scale": _t((64, 2), F8),
+            "weight_scale_2": torch.tensor(1.0),
+            "input_scale": torch.tensor(1.0),
+        },
+        "modelopt-nvfp4",
+    ),
+    "gptq.q_proj": (
+        {
+            "qweight": _t((4, 64), torch.int32),
+            "qzeros": _t((1, 8), torch.int32),
+            "scales": _t((1, 64), torch.float16),
+            "g_idx": _t((32,), torch.int32),
+        },
+        "gptq",
+    ),
+    "gptq_noidx.q_proj": (
+        {"qweight": _t((4, 64), torch.int32), "qzeros": _t((1, 8), torch.int32), "scales": _t((1, 64), torch.float16)},
+        "gptq",
+    ),
+    "awq.q_proj": (
+        {"qweight": _t((32, 8), torch.int32), "qzeros": _t((1, 8), torch.int32), "scales": _t((1, 64), torch.float16)},
+        "awq",
+    ),
     "quark.q_proj": ({"weight": _t((64, 16), torch.uint8), "weight_scale": _t((64, 1), torch.uint8)}, "mxfp4"),
-    "ct_mxfp4.q_proj": ({"weight_packed": _t((64, 16), torch.uint8), "weight_scale": _t((64, 1), E8M0)},
-                        "mxfp4"),
+    "ct_mxfp4.q_proj": ({"weight_packed": _t((64, 16), torch.uint8), "weight_scale": _t((64, 1), E8M0)}, "mxfp4"),
     "mxfp8.q_proj": ({"weight": _t((64, 32), F8), "weight_scale": _t((64, 1), E8M0)}, "mxfp8"),
     "int8.q_proj": ({"weight": _t((64, 32), torch.int8), "weight_scale": _t((64, 1))}, "int8"),
     "partial_nvfp4.q_proj": ({"weight": _t((64, 16), torch.uint8), "weight_scale": _t((64, 2), F8)}, "fp4-packed"),
@@ -702,16 +871,18 @@ def fingerprinted(tmp_path_factory):
     root = tmp_path_factory.mktemp("fp")
     tensors = {f"{m}.{leaf}": t for m, (leaves, _) in FORMATS.items() for leaf, t in leaves.items()}
     # gpt-oss: fused 3-D experts stored as *_blocks/*_scales without a .weight leaf
-    tensors.update({
-        "model.layers.0.mlp.experts.gate_up_proj_blocks": _t((4, 64, 1, 16), torch.uint8),
-        "model.layers.0.mlp.experts.gate_up_proj_scales": _t((4, 64, 1), torch.uint8),
-        "model.layers.0.mlp.experts.gate_up_proj_bias": _t((4, 64)),
-        "model.layers.0.mlp.experts.down_proj_blocks": _t((4, 32, 1, 16), torch.uint8),
-        "model.layers.0.mlp.experts.down_proj_scales": _t((4, 32, 1), torch.uint8),
-        "model.layers.1.mlp.experts.gate_up_proj": _t((4, 32, 64)),
-        "model.layers.1.mlp.experts.down_proj": _t((4, 64, 32)),
-        "model.layers.1.self_attn.k_scale": torch.tensor(1.0),
-    })
+    tensors.update(
+        {
+            "model.layers.0.mlp.experts.gate_up_proj_blocks": _t((4, 64, 1, 16), torch.uint8),
+            "model.layers.0.mlp.experts.gate_up_proj_scales": _t((4, 64, 1), torch.uint8),
+            "model.layers.0.mlp.experts.gate_up_proj_bias": _t((4, 64)),
+            "model.layers.0.mlp.experts.down_proj_blocks": _t((4, 32, 1, 16), torch.uint8),
+            "model.layers.0.mlp.experts.down_proj_scales": _t((4, 32, 1), torch.uint8),
+            "model.layers.1.mlp.experts.gate_up_proj": _t((4, 32, 64)),
+            "model.layers.1.mlp.experts.down_proj": _t((4, 64, 32)),
+            "model.layers.1.self_attn.k_scale": torch.tensor(1.0),
+        }
+    )
     make_checkpoint(root, {"model.safetensors": tensors})
     return load_inventory(root)
 
@@ -749,8 +920,10 @@ def test_fingerprint_fused_experts(fingerprinted):
 
 
 def test_fingerprint_hint_settles_fp8_flavour():
-    leaves = {"weight": TensorInfo("x.weight", "F8_E4M3", (64, 32), "f", 8, 2056),
-              "weight_scale": TensorInfo("x.weight_scale", "F32", (), "f", 2056, 2060)}
+    leaves = {
+        "weight": TensorInfo("x.weight", "F8_E4M3", (64, 32), "f", 8, 2056),
+        "weight_scale": TensorInfo("x.weight_scale", "F32", (), "f", 2056, 2060),
+    }
     assert classify_module("x", leaves).kind == "fp8"
     assert classify_module("x", leaves, "compressed-tensors").kind == "ct-fp8"
     leaves["weight_scale"] = TensorInfo("x.weight_scale", "F32", (64, 1), "f", 2056, 2312)
@@ -760,38 +933,75 @@ def test_fingerprint_hint_settles_fp8_flavour():
 
 
 def test_fingerprint_sparse_dsv4_layout():
-    specs = {"mtp.0.e_proj.weight": ("F8_E4M3", (4096, 8192)), "mtp.0.e_proj.scale": ("F8_E8M0", (32, 64)),
-             "mtp.0.ffn.experts.7.w2.weight": ("I8", (4096, 1024)),
-             "mtp.0.ffn.experts.7.w2.scale": ("F8_E8M0", (4096, 64)),
-             "mtp.0.ffn.shared_experts.w1.weight": ("BF16", (2048, 4096)),
-             "mtp.0.norm.weight": ("BF16", (4096,))}
+    specs = {
+        "mtp.0.e_proj.weight": ("F8_E4M3", (4096, 8192)),
+        "mtp.0.e_proj.scale": ("F8_E8M0", (32, 64)),
+        "mtp.0.ffn.experts.7.w2.weight": ("I8", (4096, 1024)),
+        "mtp.0.ffn.experts.7.w2.scale": ("F8_E8M0", (4096, 64)),
+        "mtp.0.ffn.shared_experts.w1.weight": ("BF16", (2048, 4096)),
+        "mtp.0.norm.weight": ("BF16", (4096,)),
+    }
     tensors = [TensorInfo(n, dt, shape, "f", 0, 0) for n, (dt, shape) in specs.items()]
     mods = fingerprint_modules(tensors)
     assert {k: v.kind for k, v in mods.items()} == {
-        "mtp.0.e_proj": "fp8-dsv4", "mtp.0.ffn.experts.7.w2": "fp4-dsv4",
-        "mtp.0.ffn.shared_experts.w1": "bf16", "mtp.0.norm": "bf16"}
+        "mtp.0.e_proj": "fp8-dsv4",
+        "mtp.0.ffn.experts.7.w2": "fp4-dsv4",
+        "mtp.0.ffn.shared_experts.w1": "bf16",
+        "mtp.0.norm": "bf16",
+    }
 
 
 def test_split_module():
     assert split_module("layers.0.ffn.experts.3.w1.weight") == ("layers.0.ffn.experts.3.w1", "weight")
     assert split_module("model.layers.0.mlp.experts.gate_up_proj") == (
-        "model.layers.0.mlp.experts.gate_up_proj", "gate_up_proj")
+        "model.layers.0.mlp.experts.gate_up_proj",
+        "gate_up_proj",
+    )
     assert split_module("model.layers.0.mlp.experts.down_proj_blocks") == (
-        "model.layers.0.mlp.experts.down_proj", "down_proj_blocks")
+        "model.layers.0.mlp.experts.down_proj",
+        "down_proj_blocks",
+    )
     assert split_module("model.layers.0.mlp.experts.w13_weight_scale") == (
-        "model.layers.0.mlp.experts.w13", "w13_weight_scale")
+        "model.layers.0.mlp.experts.w13",
+        "w13_weight_scale",
+    )
     assert split_module("model.layers.0.mlp.shared_experts.w1") == ("model.layers.0.mlp.shared_experts", "w1")
     assert split_module("model.layers.0.mlp.gate.e_score_correction_bias") == (
-        "model.layers.0.mlp.gate", "e_score_correction_bias")
+        "model.layers.0.mlp.gate",
+        "e_score_correction_bias",
+    )
     assert split_module("bare") == ("bare", "bare")
 
 
 def test_is_quantized_tensor_name():
-    for leaf in ("weight_scale", "weight_scale_inv", "weight_scale_2", "scale", "qweight", "qzeros", "scales",
-                 "g_idx", "weight_packed", "weight_shape", "weight_global_scale", "input_scale", "k_scale",
-                 "gate_up_proj_blocks", "down_proj_scales", "weight_zero_point"):
+    for leaf in (
+        "weight_scale",
+        "weight_scale_inv",
+        "weight_scale_2",
+        "scale",
+        "qweight",
+        "qzeros",
+        "scales",
+        "g_idx",
+        "weight_packed",
+        "weight_shape",
+        "weight_global_scale",
+        "input_scale",
+        "k_scale",
+        "gate_up_proj_blocks",
+        "down_proj_scales",
+        "weight_zero_point",
+    ):
         assert is_quantized_tensor_name(leaf), leaf
     assert is_quantized_tensor_name("w13_weight_scale")
-    for leaf in ("weight", "bias", "e_score_correction_bias", "gate_up_proj", "gate_up_proj_bias", "attn_sink",
-                 "hc_attn_scale", "hc_head_base"):
+    for leaf in (
+        "weight",
+        "bias",
+        "e_score_correction_bias",
+        "gate_up_proj",
+        "gate_up_proj_bias",
+        "attn_sink",
+        "hc_attn_scale",
+        "hc_head_base",
+    ):
         assert not is_quantized_tensor_name(leaf), leaf

@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 import os
 
-from fixtures.sparse import write_sharded
 from mtplint.inventory import checkpoint, memo
+
+from fixtures.sparse import write_sharded
 
 
 def make(tmp_path):
     root = tmp_path / "ckpt"
-    write_sharded(root, [("a.weight", "BF16", (8, 8)), ("b.weight", "F8_E4M3", (8, 8)),
-                         ("b.weight_scale_inv", "F32", (1, 1))], 2)
+    write_sharded(
+        root, [("a.weight", "BF16", (8, 8)), ("b.weight", "F8_E4M3", (8, 8)), ("b.weight_scale_inv", "F32", (1, 1))], 2
+    )
     (root / "config.json").write_text(json.dumps({"model_type": "llama"}))
     return root
 
@@ -40,7 +42,6 @@ def test_a_changed_shard_is_read_again(tmp_path):
     with open(shard, "r+b") as f:
         f.truncate(20)
     import pytest
-
     from mtplint.errors import BadInput
 
     with pytest.raises(BadInput):

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from mtplint.patches.dsv4_o_proj_bf16 import _fallback, bf16_o_proj
 
 ROOT = Path(__file__).parent.parent
 SHAPES = dict(n_groups=2, heads_per_group=3, nope_dim=12, rope_dim=4, o_lora_rank=5)
 
 
-def reference_o_proj(o, positions, angles, wo_a_weight, wo_b, *, n_groups, heads_per_group, nope_dim,
-                     rope_dim, o_lora_rank):
+def reference_o_proj(
+    o, positions, angles, wo_a_weight, wo_b, *, n_groups, heads_per_group, nope_dim, rope_dim, o_lora_rank
+):
     """DeepSeek-V4's reference O projection (inference/model.py): rotate the RoPE part of each
     head back with the conjugate of its complex frequency, then a grouped einsum with wo_a."""
     tokens, _, head_dim = o.shape
@@ -74,12 +74,15 @@ def test_fp8_wo_a_keeps_vllms_own_path():
     patched = _fallback(vllm_fp8_path)
     o, positions, _, cache, wo_a, wo_b = make_inputs()
     wo_a.weight_scale_inv = torch.nn.Parameter(torch.ones(1), requires_grad=False)
-    assert patched(o, positions, cache, wo_a, wo_b, **SHAPES, einsum_recipe=(1, 128, 128),
-                   tma_aligned_scales=False) == "fp8"
+    assert (
+        patched(o, positions, cache, wo_a, wo_b, **SHAPES, einsum_recipe=(1, 128, 128), tma_aligned_scales=False)
+        == "fp8"
+    )
     assert calls and calls[0]["einsum_recipe"] == (1, 128, 128)
     del wo_a.weight_scale_inv
-    assert patched(o, positions, cache, wo_a, wo_b, **SHAPES, einsum_recipe=(1, 128, 128),
-                   tma_aligned_scales=False).shape == (4, 6)
+    assert patched(
+        o, positions, cache, wo_a, wo_b, **SHAPES, einsum_recipe=(1, 128, 128), tma_aligned_scales=False
+    ).shape == (4, 6)
     assert len(calls) == 1
 
 
@@ -114,7 +117,8 @@ def test_patch_runs_in_the_vllm_release_it_targets():
     python = ROOT / ".vllm-alt" / "0.29.0" / "python"
     if not python.exists():
         pytest.fail("vLLM 0.29.0 is not installed beside the pin: run scripts/alt_vllm.sh 0.29.0")
-    proc = subprocess.run([str(python), "-c", IN_VLLM, str(Path(__file__).parent)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    proc = subprocess.run(
+        [str(python), "-c", IN_VLLM, str(Path(__file__).parent)], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "vllm 0.29.0 patched" in proc.stdout

@@ -8,7 +8,6 @@ import sys
 from importlib.metadata import entry_points
 
 import pytest
-
 from mtplint.errors import BadInput
 from mtplint.patches import registry
 
@@ -50,17 +49,21 @@ print("draft-hook", getattr(utils.initialize_model, "_mtplint_draft_unquantized"
 
 
 def test_vllm_loads_the_plugin_and_applies_the_named_patches():
-    proc = subprocess.run([sys.executable, "-c", PLUGIN_RUN,
-                           "dsv4-mtp-route-top-level-head,draft-unquantized-mtp-block"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", PLUGIN_RUN, "dsv4-mtp-route-top-level-head,draft-unquantized-mtp-block"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "routed True" in proc.stdout
     assert "draft-hook True" in proc.stdout
 
 
 def test_plugin_refuses_unknown_ids_loudly():
-    proc = subprocess.run([sys.executable, "-c", PLUGIN_RUN, "no-such-patch"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", PLUGIN_RUN, "no-such-patch"], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode != 0
     assert "no-such-patch" in proc.stderr
 
@@ -92,8 +95,11 @@ def test_patch_outside_its_vllm_range_is_a_usage_error(tmp_path):
     from fixtures.build import cached_build
 
     path = cached_build("dsv4-flash-official")
-    proc = subprocess.run([sys.executable, "-m", "mtplint.cli_main", str(path), "-q",
-                           "--with-patches", "dsv4-o-proj-bf16-fallback"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mtplint.cli_main", str(path), "-q", "--with-patches", "dsv4-o-proj-bf16-fallback"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "applies to vLLM >=0.23,<0.30; the probed vLLM is 0.33.0" in proc.stderr

@@ -8,7 +8,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from mtplint.engine.rule import Explanation, Rule
 from mtplint.findings import Finding, Fixes, Location, RunResult
 from mtplint.reporters import FORMATS, render
@@ -29,16 +28,26 @@ SHARD = "model-00046-of-00046.safetensors"
 
 def _rule(code, name, severity, summary):
     return Rule(
-        code=code, name=name, severity=severity, summary=summary,
-        explanation=Explanation(what=f"{summary}.", why="The draft fails to load.", example="GLM-5 NVFP4, layer 43.",
-                                fix="Exclude the MTP layer from quantization, or apply the runtime patch."),
-        check="noop", references=["https://github.com/vllm-project/vllm/issues/37667"],
+        code=code,
+        name=name,
+        severity=severity,
+        summary=summary,
+        explanation=Explanation(
+            what=f"{summary}.",
+            why="The draft fails to load.",
+            example="GLM-5 NVFP4, layer 43.",
+            fix="Exclude the MTP layer from quantization, or apply the runtime patch.",
+        ),
+        check="noop",
+        references=["https://github.com/vllm-project/vllm/issues/37667"],
         applies_to={"quant_methods": ["compressed-tensors"]},
     )
 
 
 RULES = {
-    "MTP001": _rule("MTP001", "mtp-layer-weights-present", "error", "MTP layer weights present for every predict layer"),
+    "MTP001": _rule(
+        "MTP001", "mtp-layer-weights-present", "error", "MTP layer weights present for every predict layer"
+    ),
     "MTP002": _rule("MTP002", "quantized-layer-fed-unquantized", "error", "Quantized MTP module built unquantized"),
     "MTP005": _rule("MTP005", "draft-weights-left-uninitialized", "error", "Every draft parameter receives a tensor"),
     "MTP007": _rule("MTP007", "fused-module-exclusion-mismatch", "warning", "Fused modules inherit shard exclusions"),
@@ -46,18 +55,22 @@ RULES = {
 
 
 def _evaluated(*codes):
-    return [{"code": c, "name": RULES[c].name, "severity": RULES[c].severity, "summary": RULES[c].summary} for c in codes]
+    return [
+        {"code": c, "name": RULES[c].name, "severity": RULES[c].severity, "summary": RULES[c].summary} for c in codes
+    ]
 
 
 @pytest.fixture
 def result() -> RunResult:
     cause = Finding(
-        code="MTP002", name="quantized-layer-fed-unquantized", severity="error",
+        code="MTP002",
+        name="quantized-layer-fed-unquantized",
+        severity="error",
         message="model.layers.43.ffn.experts is NVFP4 on disk but vLLM builds it without a quant method.",
         location=Location(file=SHARD, tensor="model.layers.43.ffn.experts"),
         evidence={
-            "exception": "Traceback (most recent call last):\n  File \"deepseek_mtp.py\", line 211, in load_weights\n"
-                         "KeyError: 'model.layers.43.ffn.experts.w2_weight_packed'",
+            "exception": 'Traceback (most recent call last):\n  File "deepseek_mtp.py", line 211, in load_weights\n'
+            "KeyError: 'model.layers.43.ffn.experts.w2_weight_packed'",
             "quant_method": "UnquantizedFusedMoEMethod",
             "on_disk": ["U8", "F8_E4M3", "F32", "F32", "F32", "F32"],
         },
@@ -65,35 +78,51 @@ def result() -> RunResult:
         key="model.layers.43.ffn.experts",
     )
     consequence = Finding(
-        code="MTP005", name="draft-weights-left-uninitialized", severity="error",
+        code="MTP005",
+        name="draft-weights-left-uninitialized",
+        severity="error",
         message="3 expert parameters of the draft would stay torch.empty: acceptance collapses to ~0%.",
         location=Location(file=SHARD, tensor="model.layers.43.ffn.experts.w13_weight"),
         evidence={"uninitialized": ["w13_weight", "w2_weight", "w13_weight_scale"]},
         fixes=Fixes(patches=["mtp-inherit-quant"], artifact=["exclude-mtp-from-quant"]),
-        caused_by=cause.id, key="model.layers.43.ffn.experts.w13_weight",
+        caused_by=cause.id,
+        key="model.layers.43.ffn.experts.w13_weight",
     )
     warning = Finding(
-        code="MTP007", name="fused-module-exclusion-mismatch", severity="warning",
+        code="MTP007",
+        name="fused-module-exclusion-mismatch",
+        severity="warning",
         message="ignore lists q_proj, k_proj but not v_proj: the fused qkv_proj cannot\ninherit a single status (100% sure, 3:1).",
         location=Location(file="config.json", config_key="quantization_config.ignore"),
         evidence={"shards": {"q_proj": "ignored", "k_proj": "ignored", "v_proj": "quantized"}},
         fixes=Fixes(artifact=["complete-fused-exclusions"]),
-        key="model.layers.43.self_attn.qkv_proj", basis="knowledge",
+        key="model.layers.43.self_attn.qkv_proj",
+        basis="knowledge",
     )
     return RunResult(
         findings=[cause, warning, consequence],
         rules_evaluated=_evaluated("MTP001", "MTP002", "MTP005", "MTP007"),
         vllm={"version": "0.33.0", "commit": "4ba787ec9d1c2e0f7a6b5c4d3e2f1a0b9c8d7e6f"},
-        inputs={"path": "/models/GLM-5-NVFP4", "gpu": "NVIDIA H100 80GB HBM3", "sm": "9.0",
-                "num_speculative_tokens": 3, "tensor_parallel_size": 8, "patches": []},
+        inputs={
+            "path": "/models/GLM-5-NVFP4",
+            "gpu": "NVIDIA H100 80GB HBM3",
+            "sm": "9.0",
+            "num_speculative_tokens": 3,
+            "tensor_parallel_size": 8,
+            "patches": [],
+        },
         probe={"cached": False, "seconds": 41.5},
     )
 
 
 @pytest.fixture
 def clean() -> RunResult:
-    return RunResult(findings=[], rules_evaluated=_evaluated("MTP001", "MTP002"),
-                     vllm={"version": "0.33.0", "commit": "4ba787ec9d"}, inputs={"path": "org/model"})
+    return RunResult(
+        findings=[],
+        rules_evaluated=_evaluated("MTP001", "MTP002"),
+        vllm={"version": "0.33.0", "commit": "4ba787ec9d"},
+        inputs={"path": "org/model"},
+    )
 
 
 def _validator(schema: dict):
@@ -238,9 +267,14 @@ def test_junit_fail_on_warning(result):
 
 
 def test_junit_all_findings_of_a_rule_in_one_failure(result):
-    extra = Finding(code="MTP002", name="quantized-layer-fed-unquantized", severity="error",
-                    message="model.layers.43.eh_proj is FP8 on disk but built as nn.Linear.",
-                    location=Location(file=SHARD, tensor="model.layers.43.eh_proj"), key="model.layers.43.eh_proj")
+    extra = Finding(
+        code="MTP002",
+        name="quantized-layer-fed-unquantized",
+        severity="error",
+        message="model.layers.43.eh_proj is FP8 on disk but built as nn.Linear.",
+        location=Location(file=SHARD, tensor="model.layers.43.eh_proj"),
+        key="model.layers.43.eh_proj",
+    )
     result.findings.append(extra)
     _, cases = _cases(render_junit(result, RULES))
     failures = cases["mtplint.MTP002"].findall("failure")
@@ -311,9 +345,16 @@ def test_sarif_fingerprints_are_stable(result):
 
 
 def test_sarif_uri_prefix_and_config_line(result, tmp_path, sarif_validator):
-    (tmp_path / "config.json").write_text(json.dumps(
-        {"architectures": ["GlmMoeDsaForCausalLM"], "ignore": [],
-         "quantization_config": {"quant_method": "compressed-tensors", "ignore": ["lm_head"]}}, indent=2))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["GlmMoeDsaForCausalLM"],
+                "ignore": [],
+                "quantization_config": {"quant_method": "compressed-tensors", "ignore": ["lm_head"]},
+            },
+            indent=2,
+        )
+    )
     result.inputs["path"] = str(tmp_path)
     doc = build_sarif(result, RULES, uri_prefix="models/GLM 5/")
     sarif_validator.validate(doc)
@@ -345,13 +386,20 @@ def test_github_annotations(result):
     assert len(commands) == 3
     assert [c.split(" ", 1)[0] for c in commands] == ["::error", "::error", "::warning"]
     warning = commands[2]
-    assert warning.startswith("::warning file=weird%3Adir%2Cv2/config.json,title=MTP007 fused-module-exclusion-mismatch::")
+    assert warning.startswith(
+        "::warning file=weird%3Adir%2Cv2/config.json,title=MTP007 fused-module-exclusion-mismatch::"
+    )
     data = warning.split("::", 2)[2]
     assert "\n" not in data and "%0A" in data and "100%25 sure" in data
     assert "q_proj, k_proj" in data  # commas and colons stay literal in message data
     assert "(consequence of MTP002)" in commands[1]
-    info = Finding(code="MTP001", name="mtp-layer-weights-present", severity="info", message="ok",
-                   location=Location(file="config.json"))
+    info = Finding(
+        code="MTP001",
+        name="mtp-layer-weights-present",
+        severity="info",
+        message="ok",
+        location=Location(file="config.json"),
+    )
     result.findings = [info]
     assert render_github(result, RULES).startswith("::notice file=config.json,")
 
@@ -376,12 +424,18 @@ def test_step_summary(result, tmp_path, monkeypatch):
     assert all(ln.count(" | ") == 4 for ln in rows)  # the newline in MTP007's message did not break the table
 
 
-
 def _per_layer(code: str, layers: range, template: str) -> list[Finding]:
-    return [Finding(code=code, name="unquantized-layer-fed-quantized", severity="error",
-                    message=template.format(i=i), key=f"target:model.layers.{i}.ffn.experts",
-                    location=Location(file=SHARD, tensor=f"layers.{i}.ffn.experts.0.w1.weight_packed"))
-            for i in layers]
+    return [
+        Finding(
+            code=code,
+            name="unquantized-layer-fed-quantized",
+            severity="error",
+            message=template.format(i=i),
+            key=f"target:model.layers.{i}.ffn.experts",
+            location=Location(file=SHARD, tensor=f"layers.{i}.ffn.experts.0.w1.weight_packed"),
+        )
+        for i in layers
+    ]
 
 
 def test_text_prints_the_same_failure_in_every_layer_once(result):

@@ -36,8 +36,13 @@ def probe_cache(tmp_path_factory) -> Path:
 
 def lint(path: Path, args: list[str], cache: Path) -> tuple[int, dict]:
     env = dict(os.environ, MTPLINT_CACHE_DIR=str(cache))
-    proc = subprocess.run([sys.executable, "-m", "mtplint.cli_main", str(path), "--format", "json", "-q", *args],
-                          capture_output=True, text=True, env=env, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mtplint.cli_main", str(path), "--format", "json", "-q", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     return proc.returncode, json.loads(proc.stdout)
 
@@ -70,15 +75,22 @@ def test_rule_case(case, probe_cache):
     for code, needle in case.get("message_absent", {}).items():
         assert not any(needle in f["message"] for f in report["findings"] if f["code"] == code), needle
     for code, needle in case.get("evidence_contains", {}).items():
-        assert any(needle in json.dumps(f["evidence"]) or needle in f["message"]
-                   for f in report["findings"] if f["code"] == code), needle
+        assert any(
+            needle in json.dumps(f["evidence"]) or needle in f["message"]
+            for f in report["findings"]
+            if f["code"] == code
+        ), needle
     ids = {f["id"]: f for f in report["findings"]}
     for code, cause_code in case.get("caused_by", {}).items():
-        assert any(f["caused_by"] and ids[f["caused_by"]]["code"] == cause_code
-                   for f in report["findings"] if f["code"] == code), f"{code} not linked to {cause_code}"
+        assert any(
+            f["caused_by"] and ids[f["caused_by"]]["code"] == cause_code
+            for f in report["findings"]
+            if f["code"] == code
+        ), f"{code} not linked to {cause_code}"
     for code, patches in case.get("patches_recommended", {}).items():
-        assert any(f["fixes"]["patches"] == patches for f in report["findings"] if f["code"] == code), \
-            [f["fixes"] for f in report["findings"] if f["code"] == code]
+        assert any(f["fixes"]["patches"] == patches for f in report["findings"] if f["code"] == code), [
+            f["fixes"] for f in report["findings"] if f["code"] == code
+        ]
     assert report["vllm"]["version"] == version
 
 
@@ -120,5 +132,6 @@ def test_reports_from_a_real_lint_parse_and_validate(probe_cache, tmp_path):
         pytest.skip(f"SARIF schema not found at {schema_path}")
     sarif = json.loads(outs["sarif"].read_text())
     jsonschema.validators.validator_for(json.loads(schema_path.read_text()))(
-        json.loads(schema_path.read_text())).validate(sarif)
+        json.loads(schema_path.read_text())
+    ).validate(sarif)
     assert {r["ruleId"] for r in sarif["runs"][0]["results"]} >= {"MTP001", "MTP002"}

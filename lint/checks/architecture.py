@@ -12,10 +12,16 @@ def wrong_drafter_under_mtp(ctx: Context, options: dict) -> list[Hit]:
     draft: the draft's own loader fails on their names (the probe's evidence), and the
     config says which drafter the weights belong to."""
     markers = tuple(options.get("tensor_markers", ["main_proj", "markov_head", "confidence_head"]))
-    config_keys = [k for k in options.get("config_keys", ["dspark_block_size", "dspark_target_layer_ids"])
-                   if k in ctx.inventory.config or k in (ctx.inventory.config.get("text_config") or {})]
-    errors = [e for e in ctx.load("draft").get("errors", [])
-              if any(m in (e.get("tensor") or "") or m in e.get("message", "") for m in markers)]
+    config_keys = [
+        k
+        for k in options.get("config_keys", ["dspark_block_size", "dspark_target_layer_ids"])
+        if k in ctx.inventory.config or k in (ctx.inventory.config.get("text_config") or {})
+    ]
+    errors = [
+        e
+        for e in ctx.load("draft").get("errors", [])
+        if any(m in (e.get("tensor") or "") or m in e.get("message", "") for m in markers)
+    ]
     if not errors:
         return []
     # Once the slot is known to hold DSpark stages, every load error of that slot is this.
@@ -24,11 +30,20 @@ def wrong_drafter_under_mtp(ctx: Context, options: dict) -> list[Hit]:
         ctx.explained.add(("draft", e.get("tensor")))
     ctx.causes["mtp-missing"] = "MTP012:dspark"  # the MTP draft's own parameters stay empty
     first = errors[0]
-    return [Hit(
-        key="dspark",
-        fields={"drafter": "DSpark", "method": "mtp", "config_keys": ", ".join(config_keys) or "none",
-                "error": f"{first['type']}: {first['message']}"},
-        location=ctx.config_location(config_keys[0] if config_keys else None),
-        evidence={"failed_tensors": len(errors), "examples": [e.get("tensor") for e in errors[:5]],
-                  "vllm_frame": first.get("frame")},
-    )]
+    return [
+        Hit(
+            key="dspark",
+            fields={
+                "drafter": "DSpark",
+                "method": "mtp",
+                "config_keys": ", ".join(config_keys) or "none",
+                "error": f"{first['type']}: {first['message']}",
+            },
+            location=ctx.config_location(config_keys[0] if config_keys else None),
+            evidence={
+                "failed_tensors": len(errors),
+                "examples": [e.get("tensor") for e in errors[:5]],
+                "vllm_frame": first.get("frame"),
+            },
+        )
+    ]

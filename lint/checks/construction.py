@@ -30,13 +30,20 @@ def tp_block_divisibility(ctx: Context, options: dict) -> list[Hit]:
         if not m:
             continue
         ctx.explained.add((model, "<construction>"))
-        hits.append(Hit(
-            key=f"{model}:{m.group(1)}",
-            fields={"module": model, "dim": m.group(1), "size": m.group(2),
-                    "tp": ctx.inputs.get("tensor_parallel_size"), "block": m.group(4)},
-            location=ctx.config_location("quantization_config"),
-            evidence={"error": err.get("message"), "frame": _frame(err)},
-        ))
+        hits.append(
+            Hit(
+                key=f"{model}:{m.group(1)}",
+                fields={
+                    "module": model,
+                    "dim": m.group(1),
+                    "size": m.group(2),
+                    "tp": ctx.inputs.get("tensor_parallel_size"),
+                    "block": m.group(4),
+                },
+                location=ctx.config_location("quantization_config"),
+                evidence={"error": err.get("message"), "frame": _frame(err)},
+            )
+        )
     return hits
 
 
@@ -52,12 +59,22 @@ def construction_failed(ctx: Context, options: dict) -> list[Hit]:
         if (model, "<construction>") in ctx.explained:
             continue
         layer = _UNMATCHED_LAYER.search(err.get("message") or "")
-        hits.append(Hit(
-            key=model,
-            fields={"model": model, "error_type": err.get("type"), "error": err.get("message"),
-                    "frame": _frame(err), "module": layer.group(1) if layer else None},
-            location=ctx.config_location(),
-            evidence={"model": model, "frame": err.get("frame"),
-                      **({"layer_prefix": layer.group(1)} if layer else {})},
-        ))
+        hits.append(
+            Hit(
+                key=model,
+                fields={
+                    "model": model,
+                    "error_type": err.get("type"),
+                    "error": err.get("message"),
+                    "frame": _frame(err),
+                    "module": layer.group(1) if layer else None,
+                },
+                location=ctx.config_location(),
+                evidence={
+                    "model": model,
+                    "frame": err.get("frame"),
+                    **({"layer_prefix": layer.group(1)} if layer else {}),
+                },
+            )
+        )
     return hits

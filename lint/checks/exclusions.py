@@ -81,8 +81,11 @@ def sections(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
 @check
 def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
     keyed = sections(ctx)
-    if not any(s.get("entries") for _k, s in keyed) or ctx.report.get("construction_errors") \
-            or ctx.report.get("config_error"):
+    if (
+        not any(s.get("entries") for _k, s in keyed)
+        or ctx.report.get("construction_errors")
+        or ctx.report.get("config_error")
+    ):
         # A model that failed to build recorded only part of its prefixes: an entry's
         # runtime match cannot be judged (MTP009 reports the failure).
         return []
@@ -98,8 +101,9 @@ Member = tuple[str, list[str], list[tuple[str, str]], bool]  # entry, on-disk mo
 Asked = tuple[tuple[str, str], ...]
 
 
-def _dead_entries(ctx: Context, ex: dict[str, Any], ondisk_modules: list[str], markers: list[str]
-                  ) -> tuple[list[Member], dict[Asked, list[Member]]]:
+def _dead_entries(
+    ctx: Context, ex: dict[str, Any], ondisk_modules: list[str], markers: list[str]
+) -> tuple[list[Member], dict[Asked, list[Member]]]:
     """A section's dead entries: (judged one by one, grouped by the block vLLM asked about).
 
     The groups exist where the config reads the list only for some layers, through a method
@@ -118,7 +122,8 @@ def _dead_entries(ctx: Context, ex: dict[str, Any], ondisk_modules: list[str], m
         meant = _ondisk_modules_meant(written.get(entry, entry), ondisk_modules)
         prefixes = _runtime_prefixes_for(ctx, meant)
         mtp_intent = any(m in entry.lower() for m in markers) or any(
-            m.startswith("mtp.") or ".mtp." in m for m in meant)
+            m.startswith("mtp.") or ".mtp." in m for m in meant
+        )
         if consulted is not None and meant:
             asked = _asked_about(consulted, meant, prefixes)
             if not asked:
@@ -142,8 +147,9 @@ def aimed_groups(ctx: Context, key: str) -> dict[Asked, list[Member]]:
     return {}
 
 
-def _dead_in_section(ctx: Context, options: dict, ex: dict[str, Any], key: str,
-                     ondisk_modules: list[str], markers: list[str]) -> list[Hit]:
+def _dead_in_section(
+    ctx: Context, options: dict, ex: dict[str, Any], key: str, ondisk_modules: list[str], markers: list[str]
+) -> list[Hit]:
     consulted: dict[str, str | None] | None = ex.get("consulted")
     hits = []
     written = ex.get("as_written", {})
@@ -152,18 +158,22 @@ def _dead_in_section(ctx: Context, options: dict, ex: dict[str, Any], key: str,
         # A dead entry aimed at the MTP block, or written for modules that exist on disk,
         # changes what vLLM builds; any other dead entry is only clutter.
         is_error = (options.get("error_when_mtp_looking", True) and mtp_intent) or (
-            options.get("error_when_on_disk_name", True) and bool(meant))
+            options.get("error_when_on_disk_name", True) and bool(meant)
+        )
         hit = Hit(
             key=entry,
-            fields={"entry": written.get(entry, entry), "key": key,
-                    "suggestion": _suggest(prefixes) or "none found"},
+            fields={"entry": written.get(entry, entry), "key": key, "suggestion": _suggest(prefixes) or "none found"},
             location=ctx.config_location(key),
             severity="error" if is_error else "warning",
             artifact_fixes=["rewrite-ignore-to-runtime-names"],
-            evidence={"matcher": ex.get("matcher"), "matched_as": entry, "ondisk_modules_matched": meant[:8],
-                      "ondisk_modules_matched_count": len(meant),
-                      "runtime_prefixes": [f"{m}:{p}" for m, p in prefixes][:12],
-                      "intent": "mtp" if mtp_intent else None},
+            evidence={
+                "matcher": ex.get("matcher"),
+                "matched_as": entry,
+                "ondisk_modules_matched": meant[:8],
+                "ondisk_modules_matched_count": len(meant),
+                "runtime_prefixes": [f"{m}:{p}" for m, p in prefixes][:12],
+                "intent": "mtp" if mtp_intent else None,
+            },
         )
         if mtp_intent:
             ctx.causes.setdefault("mtp-exclusion", f"MTP001:{entry}")
@@ -175,8 +185,9 @@ def _dead_in_section(ctx: Context, options: dict, ex: dict[str, Any], key: str,
     return hits
 
 
-def _asked_about(consulted: dict[str, str | None], meant: list[str],
-                 prefixes: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+def _asked_about(
+    consulted: dict[str, str | None], meant: list[str], prefixes: list[tuple[str, str]]
+) -> tuple[tuple[str, str], ...]:
     """The (model, prefix) pairs vLLM asked the list about that the entry's on-disk modules
     belong to: those lying inside the name vLLM compared the entries with (the routed experts
     `mtp.0.ffn.experts.17.w1` inside `mtp.0.ffn.experts`), or, where that name is unknown,
@@ -193,9 +204,15 @@ def _asked_about(consulted: dict[str, str | None], meant: list[str],
     return tuple(out)
 
 
-def _aimed_hit(ctx: Context, options: dict, ex: dict[str, Any], key: str, asked: tuple[tuple[str, str], ...],
-               members: list[tuple[str, list[str], list[tuple[str, str]], bool]],
-               consulted: dict[str, str | None]) -> Hit:
+def _aimed_hit(
+    ctx: Context,
+    options: dict,
+    ex: dict[str, Any],
+    key: str,
+    asked: tuple[tuple[str, str], ...],
+    members: list[tuple[str, list[str], list[tuple[str, str]], bool]],
+    consulted: dict[str, str | None],
+) -> Hit:
     """One finding for the dead entries that name modules vLLM asked the list about, and
     miss the name it compared them with."""
     first, last = members[0][0], members[-1][0]
@@ -206,7 +223,8 @@ def _aimed_hit(ctx: Context, options: dict, ex: dict[str, Any], key: str, asked:
     mtp_intent = any(m[3] for m in members)
     meant = [mod for m in members for mod in m[1]]
     is_error = (options.get("error_when_mtp_looking", True) and mtp_intent) or options.get(
-        "error_when_on_disk_name", True)
+        "error_when_on_disk_name", True
+    )
     cause = f"MTP001:{first}"
     if mtp_intent:
         ctx.causes.setdefault("mtp-exclusion", cause)
@@ -214,20 +232,29 @@ def _aimed_hit(ctx: Context, options: dict, ex: dict[str, Any], key: str, asked:
         ctx.causes.setdefault(f"exclusion-missed:{model}:{prefix}", cause)
     return Hit(
         key=first,
-        fields={"entry": shown, "key": key,
-                "suggestion": f"{', '.join(compared[:4])}{' ...' if len(compared) > 4 else ''}: the only "
-                              f"name{'s' if len(compared) > 1 else ''} {via} compares these entries with, "
-                              f"for {where}"},
+        fields={
+            "entry": shown,
+            "key": key,
+            "suggestion": f"{', '.join(compared[:4])}{' ...' if len(compared) > 4 else ''}: the only "
+            f"name{'s' if len(compared) > 1 else ''} {via} compares these entries with, "
+            f"for {where}",
+        },
         location=ctx.config_location(key),
         severity="error" if is_error else "warning",
         # rewrite-ignore-to-runtime-names writes runtime names into the usual exclusion key;
         # this list is compared with on-disk names by a method of its own, so its fix writes
         # the compared names into this list (only where vLLM recorded every one of them).
         artifact_fixes=["ignore-expert-blocks-as-compared"] if all(consulted.get(f"{m}:{p}") for m, p in asked) else [],
-        evidence={"matcher": ex.get("matcher"), "via": via, "matched_as": first,
-                  "entries": [m[0] for m in members][:12], "entries_count": len(members),
-                  "vllm_compares": {f"{m}:{p}": consulted.get(f"{m}:{p}") for m, p in asked[:12]},
-                  "ondisk_modules_matched": meant[:8], "ondisk_modules_matched_count": len(meant),
-                  "runtime_prefixes": [f"{m}:{p}" for m, p in asked][:12],
-                  "intent": "mtp" if mtp_intent else None},
+        evidence={
+            "matcher": ex.get("matcher"),
+            "via": via,
+            "matched_as": first,
+            "entries": [m[0] for m in members][:12],
+            "entries_count": len(members),
+            "vllm_compares": {f"{m}:{p}": consulted.get(f"{m}:{p}") for m, p in asked[:12]},
+            "ondisk_modules_matched": meant[:8],
+            "ondisk_modules_matched_count": len(meant),
+            "runtime_prefixes": [f"{m}:{p}" for m, p in asked][:12],
+            "intent": "mtp" if mtp_intent else None,
+        },
     )

@@ -27,8 +27,7 @@ def _entry_applies(ctx: Context, entry: dict[str, Any]) -> bool:
 
 def _own_params(ctx: Context, model: str, module: str) -> dict[str, dict[str, Any]]:
     params = ctx.params(model)
-    return {p.rsplit(".", 1)[1]: params[p] for p in ctx.params_under(model, module)
-            if p.rsplit(".", 1)[0] == module}
+    return {p.rsplit(".", 1)[1]: params[p] for p in ctx.params_under(model, module) if p.rsplit(".", 1)[0] == module}
 
 
 @check
@@ -42,24 +41,39 @@ def forward_reads_missing_attribute(ctx: Context, options: dict) -> list[Hit]:
         needs = list(entry["needs_any"])
         for model in ("target", "draft"):
             modules = sorted(m for m in ctx.module_paths(model) if pattern.search(m))
-            lacking = {m: own for m in modules if (own := _own_params(ctx, model, m))
-                       and not any(n in own for n in needs)}
+            lacking = {
+                m: own for m in modules if (own := _own_params(ctx, model, m)) and not any(n in own for n in needs)
+            }
             if not lacking:
                 continue
             first, own = next(iter(lacking.items()))
             weight = own.get("weight", {})
-            hits.append(Hit(
-                key=f"{model}:{entry['id']}",
-                fields={"model": model, "module": first, "count": len(lacking),
-                        "needs": " or ".join(needs), "have": ", ".join(sorted(own)),
-                        "weight_dtype": weight.get("dtype"), "module_class": weight.get("module_class"),
-                        "reader": entry["reader"], "vllm_version": ctx.vllm_version,
-                        "raises": entry["raises"]},
-                location=ctx.config_location(),
-                evidence={"model": model, "modules": list(lacking)[:8], "modules_count": len(lacking),
-                          "knowledge": {k: entry[k] for k in ("id", "vllm", "reader", "source", "fixed_in")
-                                        if k in entry},
-                          "built_params": sorted(own)},
-                basis="knowledge",
-            ))
+            hits.append(
+                Hit(
+                    key=f"{model}:{entry['id']}",
+                    fields={
+                        "model": model,
+                        "module": first,
+                        "count": len(lacking),
+                        "needs": " or ".join(needs),
+                        "have": ", ".join(sorted(own)),
+                        "weight_dtype": weight.get("dtype"),
+                        "module_class": weight.get("module_class"),
+                        "reader": entry["reader"],
+                        "vllm_version": ctx.vllm_version,
+                        "raises": entry["raises"],
+                    },
+                    location=ctx.config_location(),
+                    evidence={
+                        "model": model,
+                        "modules": list(lacking)[:8],
+                        "modules_count": len(lacking),
+                        "knowledge": {
+                            k: entry[k] for k in ("id", "vllm", "reader", "source", "fixed_in") if k in entry
+                        },
+                        "built_params": sorted(own),
+                    },
+                    basis="knowledge",
+                )
+            )
     return hits

@@ -13,8 +13,13 @@ def next_n_kernel_support(ctx: Context, options: dict) -> list[Hit]:
     if status in (None, "native", "not-applicable"):
         return []
     predicate = next((c["predicate"] for c in k.get("checks", [])), "none in this vLLM")
-    fields = {"next_n": k.get("next_n"), "n": ctx.inputs.get("num_speculative_tokens"),
-              "gpu": ctx.inputs.get("gpu"), "status": status, "predicate": predicate}
+    fields = {
+        "next_n": k.get("next_n"),
+        "n": ctx.inputs.get("num_speculative_tokens"),
+        "gpu": ctx.inputs.get("gpu"),
+        "status": status,
+        "predicate": predicate,
+    }
     # "fallback": this vLLM flattens the query (slower, correct). "unsupported": it would
     # assert at startup. "unknown": no predicate to ask; reported as info.
     severity = {"fallback": "warning", "unsupported": "error", "unknown": "info"}.get(status)
@@ -22,6 +27,12 @@ def next_n_kernel_support(ctx: Context, options: dict) -> list[Hit]:
         # No native-decode predicate means no flattened fallback either: vLLM builds of
         # that age hand next_n straight to DeepGEMM, which asserts next_n in {1, 2}.
         severity = "error"
-    return [Hit(key=f"next_n={k.get('next_n')}", fields=fields, severity=severity,
-                location=ctx.config_location("num_nextn_predict_layers"),
-                evidence={"checks": k.get("checks", [])})]
+    return [
+        Hit(
+            key=f"next_n={k.get('next_n')}",
+            fields=fields,
+            severity=severity,
+            location=ctx.config_location("num_nextn_predict_layers"),
+            evidence={"checks": k.get("checks", [])},
+        )
+    ]

@@ -100,14 +100,23 @@ def quantized_layer_fed_unquantized(ctx: Context, options: dict) -> list[Hit]:
             ctx.explained.add((model, e.get("tensor")))
         hit = Hit(
             key=f"{model}:{decision['prefix']}",
-            fields={"module": module, "method": decision.get("method"), "disk_format": disk[0].kind,
-                    "tensor": first["tensor"],
-                    "error": f"vLLM fails to load it: {first['type']}: {first['message']}"},
+            fields={
+                "module": module,
+                "method": decision.get("method"),
+                "disk_format": disk[0].kind,
+                "tensor": first["tensor"],
+                "error": f"vLLM fails to load it: {first['type']}: {first['message']}",
+            },
             location=Location(file=ctx.tensor_file(first["tensor"]), tensor=first["tensor"]),
-            evidence={"model": model, "construction_prefix": decision["prefix"],
-                      "layer_class": decision.get("layer_class"), "failed_tensors": len(errs),
-                      "examples": [e["tensor"] for e in errs[:5]], "vllm_frame": first.get("frame"),
-                      "runtime_params": sorted(ctx.params_under(model, module))[:12]},
+            evidence={
+                "model": model,
+                "construction_prefix": decision["prefix"],
+                "layer_class": decision.get("layer_class"),
+                "failed_tensors": len(errs),
+                "examples": [e["tensor"] for e in errs[:5]],
+                "vllm_frame": first.get("frame"),
+                "runtime_params": sorted(ctx.params_under(model, module))[:12],
+            },
             caused_by=ctx.causes.get(f"exclusion-missed:{model}:{decision['prefix']}")
             or (ctx.causes.get("mtp-exclusion") if model == "draft" else None),
         )
@@ -139,21 +148,30 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
                 if key in seen or key in hits:
                     continue
                 info = ctx.params(model).get(p, {})
-                unloaded = sorted(q for q in ctx.params_under(model, module)
-                                  if not ctx.param_initialized(model, q))
+                unloaded = sorted(q for q in ctx.params_under(model, module) if not ctx.param_initialized(model, q))
                 if not unloaded:
                     continue  # every quantized slot got a tensor: not this failure
                 ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP002:{key}"
                 hits[key] = Hit(
                     key=key,
-                    fields={"module": module, "method": decision.get("method"), "disk_format": disk.kind,
-                            "tensor": tensor,
-                            "error": f"vLLM loads it without an error: the {disk.weight_dtype} weight is "
-                                     f"copied into the {info.get('dtype')} parameter and "
-                                     f"{', '.join(u.rsplit('.', 1)[1] for u in unloaded)} stay uninitialized"},
+                    fields={
+                        "module": module,
+                        "method": decision.get("method"),
+                        "disk_format": disk.kind,
+                        "tensor": tensor,
+                        "error": f"vLLM loads it without an error: the {disk.weight_dtype} weight is "
+                        f"copied into the {info.get('dtype')} parameter and "
+                        f"{', '.join(u.rsplit('.', 1)[1] for u in unloaded)} stay uninitialized",
+                    },
                     location=Location(file=ctx.tensor_file(tensor), tensor=tensor),
-                    evidence={"model": model, "construction_prefix": decision["prefix"], "silent": True,
-                              "param": p, "param_dtype": info.get("dtype"), "never_loaded": unloaded},
+                    evidence={
+                        "model": model,
+                        "construction_prefix": decision["prefix"],
+                        "silent": True,
+                        "param": p,
+                        "param_dtype": info.get("dtype"),
+                        "never_loaded": unloaded,
+                    },
                     caused_by=ctx.causes.get(f"exclusion-missed:{model}:{decision['prefix']}")
                     or (ctx.causes.get("mtp-exclusion") if model == "draft" else None),
                 )
@@ -178,11 +196,19 @@ def unquantized_layer_fed_quantized(ctx: Context, options: dict) -> list[Hit]:
         ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP003:{model}:{module}"
         hits[f"{model}:{module}"] = Hit(
             key=f"{model}:{module}",
-            fields={"module": module, "layer_class": layer_class, "disk_format": disk[0].kind,
-                    "tensor": first["tensor"]},
+            fields={
+                "module": module,
+                "layer_class": layer_class,
+                "disk_format": disk[0].kind,
+                "tensor": first["tensor"],
+            },
             location=Location(file=ctx.tensor_file(first["tensor"]), tensor=first["tensor"]),
-            evidence={"model": model, "error": f"{first['type']}: {first['message']}",
-                      "vllm_frame": first.get("frame"), "quant_method": decision.get("method") if decision else None},
+            evidence={
+                "model": model,
+                "error": f"{first['type']}: {first['message']}",
+                "vllm_frame": first.get("frame"),
+                "quant_method": decision.get("method") if decision else None,
+            },
         )
     # 2. Silent: the packed weight landed in an unquantized parameter and its scales in nothing.
     for model in MODELS:
@@ -205,11 +231,20 @@ def unquantized_layer_fed_quantized(ctx: Context, options: dict) -> list[Hit]:
                 ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP003:{key}"
                 hits[key] = Hit(
                     key=key,
-                    fields={"module": module, "layer_class": info.get("module_class"),
-                            "disk_format": disk.kind, "tensor": tensor},
+                    fields={
+                        "module": module,
+                        "layer_class": info.get("module_class"),
+                        "disk_format": disk.kind,
+                        "tensor": tensor,
+                    },
                     location=Location(file=ctx.tensor_file(tensor), tensor=tensor),
-                    evidence={"model": model, "param": p, "param_dtype": info.get("dtype"),
-                              "disk_dtype": disk.weight_dtype, "silent": True},
+                    evidence={
+                        "model": model,
+                        "param": p,
+                        "param_dtype": info.get("dtype"),
+                        "disk_dtype": disk.weight_dtype,
+                        "silent": True,
+                    },
                 )
     return list(hits.values())
 
@@ -228,13 +263,19 @@ def mtp_layers_missing(ctx: Context, options: dict) -> list[Hit]:
     key, expected = _depth_field(cfg)
     draft_fed = ctx.load("draft").get("fed", {})
     ctx.causes.setdefault("mtp-missing", "MTP006:mtp-depth")
-    return [Hit(
-        key="mtp-depth",
-        fields={"expected": expected, "found": len({t.split(".")[1] for t in draft_fed if t.startswith("mtp.")}),
-                "config_key": key, "error": f"{err['type']}: {err['message']}"},
-        location=ctx.config_location(key),
-        evidence={"vllm_frame": err.get("frame"), "draft_tensors_loaded": len(draft_fed)},
-    )]
+    return [
+        Hit(
+            key="mtp-depth",
+            fields={
+                "expected": expected,
+                "found": len({t.split(".")[1] for t in draft_fed if t.startswith("mtp.")}),
+                "config_key": key,
+                "error": f"{err['type']}: {err['message']}",
+            },
+            location=ctx.config_location(key),
+            evidence={"vllm_frame": err.get("frame"), "draft_tensors_loaded": len(draft_fed)},
+        )
+    ]
 
 
 def _depth_field(cfg: dict[str, Any]) -> tuple[str, Any]:
@@ -256,14 +297,24 @@ def load_error_unexplained(ctx: Context, options: dict) -> list[Hit]:
     hits = []
     for (model, etype, where), errs in groups.items():
         first = errs[0]
-        hits.append(Hit(
-            key=f"{model}:{first.get('tensor')}",
-            fields={"model": model, "tensor": first.get("tensor"), "error_type": etype,
-                    "error": first.get("message"), "frame": where},
-            location=Location(file=ctx.tensor_file(first.get("tensor")), tensor=first.get("tensor")),
-            evidence={"failed_tensors": len(errs), "examples": [e.get("tensor") for e in errs[:5]],
-                      "vllm_frame": first.get("frame")},
-        ))
+        hits.append(
+            Hit(
+                key=f"{model}:{first.get('tensor')}",
+                fields={
+                    "model": model,
+                    "tensor": first.get("tensor"),
+                    "error_type": etype,
+                    "error": first.get("message"),
+                    "frame": where,
+                },
+                location=Location(file=ctx.tensor_file(first.get("tensor")), tensor=first.get("tensor")),
+                evidence={
+                    "failed_tensors": len(errs),
+                    "examples": [e.get("tensor") for e in errs[:5]],
+                    "vllm_frame": first.get("frame"),
+                },
+            )
+        )
     return hits
 
 
@@ -298,12 +349,14 @@ def tensors_consumed_by_nothing(ctx: Context, options: dict) -> list[Hit]:
         if mtp:
             # If the draft also has empty parameters, this is the likely reason.
             ctx.causes.setdefault("mtp-missing", f"MTP013:{key}")
-        hits.append(Hit(
-            key=key,
-            fields={"count": len(names), "prefix": prefix, "example": names[0]},
-            location=Location(file=ctx.tensor_file(names[0]), tensor=names[0]),
-            evidence={"examples": names[:8], "mtp_looking": mtp},
-        ))
+        hits.append(
+            Hit(
+                key=key,
+                fields={"count": len(names), "prefix": prefix, "example": names[0]},
+                location=Location(file=ctx.tensor_file(names[0]), tensor=names[0]),
+                evidence={"examples": names[:8], "mtp_looking": mtp},
+            )
+        )
     return hits
 
 
@@ -342,7 +395,12 @@ def scale_dialect_mismatch(ctx: Context, options: dict) -> list[Hit]:
             key=key,
             fields={"module": module, "tensor": err.get("tensor"), "wanted": wanted, "have": have[0]},
             location=Location(file=ctx.tensor_file(err.get("tensor")), tensor=err.get("tensor")),
-            evidence={"model": model, "error": f"{err['type']}: {err['message']}", "vllm_frame": err.get("frame"),
-                      "failed_tensors": 1, "registered": f"{stem}{have[0]}"},
+            evidence={
+                "model": model,
+                "error": f"{err['type']}: {err['message']}",
+                "vllm_frame": err.get("frame"),
+                "failed_tensors": 1,
+                "registered": f"{stem}{have[0]}",
+            },
         )
     return list(hits.values())

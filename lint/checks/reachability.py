@@ -29,15 +29,23 @@ def draft_head_embed_unreachable(ctx: Context, options: dict) -> list[Hit]:
         if not HEAD_OR_EMBED.search(p) or p.rsplit(".", 1)[-1] != "weight":
             continue
         role = "embedding" if "embed" in p else "lm head"
-        hits.append(Hit(
-            key=p,
-            fields={"param": p, "role": role, "vllm_version": ctx.vllm_version},
-            location=ctx.config_location(),
-            evidence={"proposer": wiring.get("proposer"), "wiring_steps": wiring.get("steps"),
-                      "shared_from_target": sorted(wiring.get("shared", {})),
-                      "candidate_tensors": [t for t in ctx.inventory.tensors
-                                            if re.search(r"(^|\.)(head|lm_head|embed|embed_tokens|tok_emb)\.weight$", t)][:6]},
-        ))
+        hits.append(
+            Hit(
+                key=p,
+                fields={"param": p, "role": role, "vllm_version": ctx.vllm_version},
+                location=ctx.config_location(),
+                evidence={
+                    "proposer": wiring.get("proposer"),
+                    "wiring_steps": wiring.get("steps"),
+                    "shared_from_target": sorted(wiring.get("shared", {})),
+                    "candidate_tensors": [
+                        t
+                        for t in ctx.inventory.tensors
+                        if re.search(r"(^|\.)(head|lm_head|embed|embed_tokens|tok_emb)\.weight$", t)
+                    ][:6],
+                },
+            )
+        )
     return hits
 
 
@@ -54,21 +62,28 @@ def draft_params_never_loaded(ctx: Context, options: dict) -> list[Hit]:
     hits = []
     for module, params in by_module.items():
         info = ctx.params("draft").get(params[0], {})
-        cause = next((v for k, v in ctx.causes.items()
-                      if k.startswith("quant-mismatch:draft:") and
-                      (module + ".").startswith(k.removeprefix("quant-mismatch:draft:") + ".")),
-                     None)
+        cause = next(
+            (
+                v
+                for k, v in ctx.causes.items()
+                if k.startswith("quant-mismatch:draft:")
+                and (module + ".").startswith(k.removeprefix("quant-mismatch:draft:") + ".")
+            ),
+            None,
+        )
         if cause is None:
             # Built with a scheme an exclusion entry was meant to keep it out of (MTP001):
             # the parameters that scheme adds have no tensor on disk.
             decision = ctx.decision_for_module_path("draft", module)
             cause = decision and ctx.causes.get(f"exclusion-missed:draft:{decision['prefix']}")
         cause = cause or ctx.causes.get("mtp-missing")
-        hits.append(Hit(
-            key=module,
-            fields={"param": params[0], "module_class": info.get("module_class")},
-            location=ctx.config_location(),
-            evidence={"params": params, "shapes": {p: ctx.params("draft")[p]["shape"] for p in params}},
-            caused_by=cause,
-        ))
+        hits.append(
+            Hit(
+                key=module,
+                fields={"param": params[0], "module_class": info.get("module_class")},
+                location=ctx.config_location(),
+                evidence={"params": params, "shapes": {p: ctx.params("draft")[p]["shape"] for p in params}},
+                caused_by=cause,
+            )
+        )
     return hits

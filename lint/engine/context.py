@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any

@@ -24,14 +24,23 @@ def parse_rule(text: str, source: str) -> Rule:
         raise MtplintError(f"unknown severity {data['severity']!r}", path=source)
     ex = data["explanation"]
     return Rule(
-        code=data["code"], name=data["name"], severity=data["severity"], summary=data["summary"],
-        explanation=Explanation(what=ex.get("what", ""), why=ex.get("why", ""),
-                                example=ex.get("example", ""), fix=ex.get("fix", "")),
-        check=data["check"], options=data.get("options", {}), message=data["message"],
+        code=data["code"],
+        name=data["name"],
+        severity=data["severity"],
+        summary=data["summary"],
+        explanation=Explanation(
+            what=ex.get("what", ""), why=ex.get("why", ""), example=ex.get("example", ""), fix=ex.get("fix", "")
+        ),
+        check=data["check"],
+        options=data.get("options", {}),
+        message=data["message"],
         references=list(data.get("references", [])),
-        fixes={"patches": list(data.get("fixes", {}).get("patches", [])),
-               "artifact": list(data.get("fixes", {}).get("artifact", []))},
-        applies_to=data.get("applies_to", {}), source_file=source,
+        fixes={
+            "patches": list(data.get("fixes", {}).get("patches", [])),
+            "artifact": list(data.get("fixes", {}).get("artifact", [])),
+        },
+        applies_to=data.get("applies_to", {}),
+        source_file=source,
     )
 
 

@@ -8,8 +8,12 @@ from .rule import Rule
 def render_rule(rule: Rule) -> str:
     ex = rule.explanation
     lines = [f"# {rule.code} {rule.name} ({rule.severity})", "", rule.summary, ""]
-    for title, body in (("What it checks", ex.what), ("Why it breaks", ex.why),
-                        ("Example", ex.example), ("Fix", ex.fix)):
+    for title, body in (
+        ("What it checks", ex.what),
+        ("Why it breaks", ex.why),
+        ("Example", ex.example),
+        ("Fix", ex.fix),
+    ):
         if body.strip():
             lines += [f"## {title}", "", body.strip(), ""]
     fixes = rule.fixes

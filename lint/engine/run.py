@@ -6,19 +6,33 @@ import string
 from typing import Any
 
 from ..checks import load_all
-from ..fixer import registry as fixes_registry
-from ..patches import registry as patches_registry
 from ..errors import MtplintError
 from ..findings import Finding, Fixes
+from ..fixer import registry as fixes_registry
 from ..inventory.model import Inventory
+from ..patches import registry as patches_registry
 from .context import Context
 from .loader import load_rules
 from .rule import Rule
 
 # Specific rules first: they mark the load errors they explain, and register the root
 # causes that later rules link their consequences to.
-ORDER = ("MTP001", "MTP011", "MTP009", "MTP012", "MTP014", "MTP002", "MTP003", "MTP006", "MTP013", "MTP004", "MTP005",
-         "MTP010", "MTP007", "MTP008")
+ORDER = (
+    "MTP001",
+    "MTP011",
+    "MTP009",
+    "MTP012",
+    "MTP014",
+    "MTP002",
+    "MTP003",
+    "MTP006",
+    "MTP013",
+    "MTP004",
+    "MTP005",
+    "MTP010",
+    "MTP007",
+    "MTP008",
+)
 
 
 class _Lenient(dict):
@@ -34,14 +48,19 @@ def selected(rules: dict[str, Rule], select: list[str] | None, ignore: list[str]
     def hit(code: str, pats: list[str]) -> bool:
         return any(code.startswith(p.upper()) for p in pats)
 
-    out = [r for r in rules.values()
-           if (not select or hit(r.code, select)) and not (ignore and hit(r.code, ignore))]
+    out = [r for r in rules.values() if (not select or hit(r.code, select)) and not (ignore and hit(r.code, ignore))]
     order = {c: i for i, c in enumerate(ORDER)}
     return sorted(out, key=lambda r: (order.get(r.code, len(order)), r.code))
 
 
-def evaluate(inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any], *,
-             select: list[str] | None = None, ignore: list[str] | None = None) -> tuple[list[Finding], list[Rule]]:
+def evaluate(
+    inventory: Inventory,
+    report: dict[str, Any],
+    inputs: dict[str, Any],
+    *,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+) -> tuple[list[Finding], list[Rule]]:
     rules = load_rules()
     checks = load_all()
     ctx = Context(inventory, report, inputs)
@@ -50,19 +69,30 @@ def evaluate(inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any
     for rule in evaluated:
         fn = checks.get(rule.check)
         if fn is None:
-            raise MtplintError(f"rule {rule.code} names check {rule.check!r}, which does not exist",
-                               path=rule.source_file)
+            raise MtplintError(
+                f"rule {rule.code} names check {rule.check!r}, which does not exist", path=rule.source_file
+            )
         for hit in fn(ctx, rule.options):
-            findings.append(Finding(
-                code=rule.code, name=rule.name, severity=hit.severity or rule.severity,
-                message=format_message(rule, hit.fields), location=hit.location,
-                # Only fixes this mtplint actually ships are recommended.
-                evidence=hit.evidence,
-                fixes=Fixes(patches=patches_registry.recommendable(
-                    rule.fixes.get("patches", []), ctx.vllm_version, *_subject(hit)),
-                            artifact=fixes_registry.known(_artifact_fixes(rule, hit))),
-                caused_by=hit.caused_by, key=hit.key, basis=hit.basis,
-            ))
+            findings.append(
+                Finding(
+                    code=rule.code,
+                    name=rule.name,
+                    severity=hit.severity or rule.severity,
+                    message=format_message(rule, hit.fields),
+                    location=hit.location,
+                    # Only fixes this mtplint actually ships are recommended.
+                    evidence=hit.evidence,
+                    fixes=Fixes(
+                        patches=patches_registry.recommendable(
+                            rule.fixes.get("patches", []), ctx.vllm_version, *_subject(hit)
+                        ),
+                        artifact=fixes_registry.known(_artifact_fixes(rule, hit)),
+                    ),
+                    caused_by=hit.caused_by,
+                    key=hit.key,
+                    basis=hit.basis,
+                )
+            )
     ids = {f.id for f in findings}
     for f in findings:
         if f.caused_by not in ids:

@@ -24,8 +24,9 @@ ALIASES = (("head.weight", "head.weight"), ("embed.weight", "emb.tok_emb.weight"
 _MTP_LAYER = re.compile(r"^mtp\.(\d+)\.")
 
 
-def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], *,
-         options: dict[str, Any] | None = None) -> list[Change]:
+def plan(
+    inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
+) -> list[Change]:
     if not any(f.code == "MTP004" for f in findings):
         return []
     if not str(inventory.config.get("model_type", "")).startswith("deepseek_v4"):
@@ -38,20 +39,32 @@ def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], 
             t = inventory.tensors.get(src)
             if t is None or name in inventory.tensors:
                 continue
-            new.append(NewTensor(name=name, dtype=t.dtype, shape=t.shape, source_file=t.file,
-                                 source_begin=t.begin, source_end=t.end))
+            new.append(
+                NewTensor(
+                    name=name, dtype=t.dtype, shape=t.shape, source_file=t.file, source_begin=t.begin, source_end=t.end
+                )
+            )
     if not new:
         return []
     if SHARD in inventory.shards:
-        raise BadInput(f"{SHARD} is already part of the checkpoint but lacks "
-                       f"{', '.join(t.name for t in new)}; remove it from the index and re-run",
-                       path=str(inventory.root / SHARD))
+        raise BadInput(
+            f"{SHARD} is already part of the checkpoint but lacks "
+            f"{', '.join(t.name for t in new)}; remove it from the index and re-run",
+            path=str(inventory.root / SHARD),
+        )
     total = sum(t.nbytes for t in new)
     names = ", ".join(t.name for t in new)
-    changes = [Change(fix=ID, file=SHARD, tensors=new,
-                      summary=f"new shard {SHARD}: {names} ({total / 2**30:.2f} GiB copied from "
-                              f"{', '.join(sorted({t.source_file for t in new}))})")]
+    changes = [
+        Change(
+            fix=ID,
+            file=SHARD,
+            tensors=new,
+            summary=f"new shard {SHARD}: {names} ({total / 2**30:.2f} GiB copied from "
+            f"{', '.join(sorted({t.source_file for t in new}))})",
+        )
+    ]
     if inventory.index_path is not None:
+
         def edit(doc: dict[str, Any]) -> None:
             wm = doc.setdefault("weight_map", {})
             wm.update({t.name: SHARD for t in new})
@@ -59,8 +72,11 @@ def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], 
             if isinstance(meta.get("total_size"), int):
                 meta["total_size"] += total
 
-        changes.append(Change(fix=ID, file=INDEX_NAME, edit=edit,
-                              summary=f"{INDEX_NAME}: map {len(new)} alias tensor(s) to {SHARD}"))
+        changes.append(
+            Change(
+                fix=ID, file=INDEX_NAME, edit=edit, summary=f"{INDEX_NAME}: map {len(new)} alias tensor(s) to {SHARD}"
+            )
+        )
     else:
         # Single-file checkpoints: an index makes loaders that need one for several files
         # (transformers) find the new shard; vLLM globs *.safetensors either way.
@@ -71,6 +87,13 @@ def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], 
             doc["metadata"] = {"total_size": size + total}
             doc["weight_map"] = {**existing, **{t.name: SHARD for t in new}}
 
-        changes.append(Change(fix=ID, file=INDEX_NAME, edit=create, create=True,
-                              summary=f"{INDEX_NAME}: new index over {len(inventory.shards)} shard(s) + {SHARD}"))
+        changes.append(
+            Change(
+                fix=ID,
+                file=INDEX_NAME,
+                edit=create,
+                create=True,
+                summary=f"{INDEX_NAME}: new index over {len(inventory.shards)} shard(s) + {SHARD}",
+            )
+        )
     return changes

@@ -80,6 +80,7 @@ class ExclusionList:
         """One Change per place; each skips entries an entry already there covers."""
         changes = []
         for file, key in self.places:
+
             def edit(doc: dict[str, Any], key: str = key) -> None:
                 have = self.current(doc, key)
                 todo: list[str] = []
@@ -102,6 +103,7 @@ class ExclusionList:
     def remove_change(self, fix: str, entries: list[str], summary: str) -> list[Change]:
         changes = []
         for file, key in self.places:
+
             def edit(doc: dict[str, Any], key: str = key) -> None:
                 value = get_key(doc, key)
                 if isinstance(value, dict):
@@ -129,8 +131,15 @@ def exclusion_list(inventory: Inventory) -> ExclusionList | None:
     method = d.method or ""
     if not method:
         return None
-    style = ("ct" if method == "compressed-tensors" else "modelopt" if method.startswith("modelopt")
-             else method if method in ("fp8", "gptq", "awq") else "exact")
+    style = (
+        "ct"
+        if method == "compressed-tensors"
+        else "modelopt"
+        if method.startswith("modelopt")
+        else method
+        if method in ("fp8", "gptq", "awq")
+        else "exact"
+    )
     source = d.source or CONFIG
     key = d.exclusion_key
     if key is None:
@@ -141,8 +150,13 @@ def exclusion_list(inventory: Inventory) -> ExclusionList | None:
                 body = "quantization"
             elif isinstance(get_key(inventory.config, f"{qc_key}.quantization"), dict):
                 body = f"{qc_key}.quantization"
-        leaf = {"ct": "ignore", "modelopt": "exclude_modules", "fp8": "ignored_layers",
-                "gptq": "dynamic", "awq": "modules_to_not_convert"}.get(style)
+        leaf = {
+            "ct": "ignore",
+            "modelopt": "exclude_modules",
+            "fp8": "ignored_layers",
+            "gptq": "dynamic",
+            "awq": "modules_to_not_convert",
+        }.get(style)
         if leaf is None or not body:
             return None
         key = f"{body}.{leaf}"
@@ -150,8 +164,7 @@ def exclusion_list(inventory: Inventory) -> ExclusionList | None:
     # ModelOpt tools other than vLLM (TensorRT-LLM, older loaders) read hf_quant_config.json;
     # keep its list in step when config.json is the one vLLM reads.
     hq = inventory.hf_quant_config
-    if style == "modelopt" and source == CONFIG and isinstance(hq, dict) \
-            and isinstance(hq.get("quantization"), dict):
+    if style == "modelopt" and source == CONFIG and isinstance(hq, dict) and isinstance(hq.get("quantization"), dict):
         places.append((HF_QUANT, "quantization.exclude_modules"))
     return ExclusionList(style=style, places=places)
 
@@ -183,8 +196,9 @@ def unquantized_on_disk(inventory: Inventory, modules: set[str]) -> bool:
     return all(f is not None and not f.quantized for f in fmts)
 
 
-def runtime_entries(ctx: Any, lst: ExclusionList, wanted: list[tuple[str, str]],
-                    feed: dict[tuple[str, str], set[str]], collapse: bool) -> tuple[list[str], list[str]]:
+def runtime_entries(
+    ctx: Any, lst: ExclusionList, wanted: list[tuple[str, str]], feed: dict[tuple[str, str], set[str]], collapse: bool
+) -> tuple[list[str], list[str]]:
     """Entries excluding `wanted` (model, prefix) pairs: one anchored layer entry where a
     whole layer is meant and excluding all of it changes nothing else, exact names
     otherwise. Returns (entries, notes)."""
@@ -194,8 +208,14 @@ def runtime_entries(ctx: Any, lst: ExclusionList, wanted: list[tuple[str, str]],
         # Excluding a module whose tensors are quantized on disk would build it unquantized
         # for quantized tensors (MTP003): the disk wins over the entry's intent.
         (quantized if src and not unquantized_on_disk(ctx.inventory, src) else keep).append(mp)
-    notes = [f"{len(quantized)} module(s) left quantized because their tensors are quantized on disk "
-             f"(e.g. {quantized[0][1]})"] if quantized else []
+    notes = (
+        [
+            f"{len(quantized)} module(s) left quantized because their tensors are quantized on disk "
+            f"(e.g. {quantized[0][1]})"
+        ]
+        if quantized
+        else []
+    )
     covered = covered_now(ctx.report)
     todo = [mp for mp in keep if mp not in covered]  # a live entry already excludes the rest
     entries: list[str] = []
@@ -216,8 +236,7 @@ def runtime_entries(ctx: Any, lst: ExclusionList, wanted: list[tuple[str, str]],
     return entries, notes
 
 
-def _whole_layer(ctx: Any, root: str, keep: set[tuple[str, str]],
-                 feed: dict[tuple[str, str], set[str]]) -> bool:
+def _whole_layer(ctx: Any, root: str, keep: set[tuple[str, str]], feed: dict[tuple[str, str], set[str]]) -> bool:
     """True when excluding everything under `root` excludes what is wanted and, beyond it,
     only modules that are unfed or already built unquantized from unquantized tensors."""
     from ..engine.context import is_quantized_method

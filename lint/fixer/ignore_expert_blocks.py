@@ -50,16 +50,19 @@ def _edit(key: str, dead: set[str], names: list[str]):
         new = _replace(get_key(doc, key), dead, names)
         if new is not None:
             set_key(doc, key, new)
+
     return edit
 
 
-def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], *,
-         options: dict[str, Any] | None = None) -> list[Change]:
+def plan(
+    inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
+) -> list[Change]:
     from ..checks.exclusions import aimed_groups
     from ..engine.context import Context
 
-    aimed = [f for f in findings if f.code == "MTP001" and (f.evidence or {}).get("vllm_compares")
-             and f.location.config_key]
+    aimed = [
+        f for f in findings if f.code == "MTP001" and (f.evidence or {}).get("vllm_compares") and f.location.config_key
+    ]
     if not aimed:
         return []
     ctx = Context(inventory, report, {})
@@ -71,8 +74,10 @@ def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], 
         if key not in groups_by_key:
             groups_by_key[key] = aimed_groups(ctx, key)
         # The finding's key is the first entry of its group (as vLLM matched it).
-        group = next(((asked, members) for asked, members in groups_by_key[key].items()
-                      if members and members[0][0] == f.key), None)
+        group = next(
+            ((asked, members) for asked, members in groups_by_key[key].items() if members and members[0][0] == f.key),
+            None,
+        )
         if group is None:
             continue
         asked, members = group
@@ -86,8 +91,10 @@ def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], 
         dead = [written.get(m[0], m[0]) for m in members]
         dead_set = set(dead)
         shown = f"{dead[0]!r}" if len(dead) == 1 else f"{len(dead)} dead entries {dead[0]!r} .. {dead[-1]!r}"
-        summary = f"replace {shown} with {', '.join(names)} (the name{'s' if len(names) > 1 else ''} " \
-                  f"{section.get('via') or 'vLLM'} compares them with)"
+        summary = (
+            f"replace {shown} with {', '.join(names)} (the name{'s' if len(names) > 1 else ''} "
+            f"{section.get('via') or 'vLLM'} compares them with)"
+        )
         places = [(config_file, key)] if f.location.file in (None, config_file) else [(f.location.file, key)]
         hq = inventory.hf_quant_config
         if isinstance(hq, dict) and places[0][0] != HF_QUANT:
@@ -98,10 +105,12 @@ def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], 
             doc = inventory.config if file == config_file else hq if file == HF_QUANT else None
             if _replace(get_key(doc, k), dead_set, names) is None:
                 continue
-            what = summary if (file, k) == places[0] else \
-                f"the same replacement ({len(dead)} entries -> {', '.join(names)}), in step with {places[0][0]}"
-            changes.append(Change(fix=ID, file=file, summary=f"{file}:{k}: {what}",
-                                  edit=_edit(k, dead_set, names)))
+            what = (
+                summary
+                if (file, k) == places[0]
+                else f"the same replacement ({len(dead)} entries -> {', '.join(names)}), in step with {places[0][0]}"
+            )
+            changes.append(Change(fix=ID, file=file, summary=f"{file}:{k}: {what}", edit=_edit(k, dead_set, names)))
     return changes
 
 

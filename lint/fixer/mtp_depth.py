@@ -24,8 +24,7 @@ def mtp_layers_on_disk(inventory: Inventory) -> int:
     `mtp.layers.{i}.` (Qwen3.5), `model.layers.{N+i}.` (DeepSeek-V3, GLM). Only a
     contiguous run from 0 counts: loaders build layers 0..depth-1."""
     text = inventory.config.get("text_config")
-    n = (text if isinstance(text, dict) and "num_hidden_layers" in text else inventory.config).get(
-        "num_hidden_layers")
+    n = (text if isinstance(text, dict) and "num_hidden_layers" in text else inventory.config).get("num_hidden_layers")
     found: set[int] = set()
     pats = [re.compile(r"^(?:model\.)?(?:language_model\.)?mtp\.(?:layers\.)?(\d+)\.")]
     for name in inventory.tensors:
@@ -41,8 +40,9 @@ def mtp_layers_on_disk(inventory: Inventory) -> int:
     return depth
 
 
-def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], *,
-         options: dict[str, Any] | None = None) -> list[Change]:
+def plan(
+    inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
+) -> list[Change]:
     hits = [f for f in findings if f.code == "MTP006"]
     if not hits:
         return []
@@ -58,8 +58,18 @@ def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], 
     notes, expects = [], {}
     if depth == 0:
         expects["MTP009"] = "depth 0: vLLM refuses --speculative-config method=mtp for this checkpoint"
-        notes.append("this checkpoint ships no MTP layer: depth 0 DISABLES MTP. Serve it without "
-                     "--speculative-config (vLLM 0.33.0 rejects method=mtp for it), or restore the "
-                     "MTP tensors from the original checkpoint instead of running this fix")
-    return [Change(fix=ID, file=CONFIG, edit=edit, notes=notes, expects=expects,
-                   summary=f"{CONFIG}:{key}: {old} -> {depth} (MTP layers on disk)")]
+        notes.append(
+            "this checkpoint ships no MTP layer: depth 0 DISABLES MTP. Serve it without "
+            "--speculative-config (vLLM 0.33.0 rejects method=mtp for it), or restore the "
+            "MTP tensors from the original checkpoint instead of running this fix"
+        )
+    return [
+        Change(
+            fix=ID,
+            file=CONFIG,
+            edit=edit,
+            notes=notes,
+            expects=expects,
+            summary=f"{CONFIG}:{key}: {old} -> {depth} (MTP layers on disk)",
+        )
+    ]

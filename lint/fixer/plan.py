@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 INDEX_NAME = "model.safetensors.index.json"
 
@@ -63,16 +64,21 @@ def _json_style(text: str) -> dict[str, Any]:
         indent = len(second) - len(second.lstrip(" ")) or None
         if indent is None and second.startswith("\t"):
             indent = "\t"
-    return {"indent": indent, "ensure_ascii": text.isascii(),
-            "separators": None if indent is not None else (", ", ": "),
-            "trailing_newline": text.endswith("\n")}
+    return {
+        "indent": indent,
+        "ensure_ascii": text.isascii(),
+        "separators": None if indent is not None else (", ", ": "),
+        "trailing_newline": text.endswith("\n"),
+    }
 
 
 def dump_json(doc: dict[str, Any], like: str | None) -> str:
-    style = _json_style(like) if like is not None else {"indent": 2, "ensure_ascii": False,
-                                                        "separators": None, "trailing_newline": True}
-    text = json.dumps(doc, indent=style["indent"], ensure_ascii=style["ensure_ascii"],
-                      separators=style["separators"])
+    style = (
+        _json_style(like)
+        if like is not None
+        else {"indent": 2, "ensure_ascii": False, "separators": None, "trailing_newline": True}
+    )
+    text = json.dumps(doc, indent=style["indent"], ensure_ascii=style["ensure_ascii"], separators=style["separators"])
     return text + ("\n" if style["trailing_newline"] else "")
 
 
@@ -86,9 +92,15 @@ class Rendered:
     def diff(self) -> str:
         out = []
         for name, (old, new) in self.json.items():
-            out.extend(difflib.unified_diff(
-                (old or "").splitlines(keepends=True), new.splitlines(keepends=True),
-                fromfile=f"a/{name}" if old is not None else "/dev/null", tofile=f"b/{name}", n=2))
+            out.extend(
+                difflib.unified_diff(
+                    (old or "").splitlines(keepends=True),
+                    new.splitlines(keepends=True),
+                    fromfile=f"a/{name}" if old is not None else "/dev/null",
+                    tofile=f"b/{name}",
+                    n=2,
+                )
+            )
             if out and not out[-1].endswith("\n"):
                 out[-1] += "\n"
         return "".join(out)

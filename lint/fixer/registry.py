@@ -5,8 +5,9 @@ The engine recommends a rule's artifact fix id only when it is registered here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from . import alias_head_embed, ignore_expert_blocks, ignore_mtp_block, mtp_depth, rewrite_ignore
 from .plan import Change
@@ -22,30 +23,51 @@ class Fix:
     summary: str
     plan: PlanFn
 
-    def plan_for(self, inventory: Any, report: dict[str, Any], findings: list[Any],
-                 options: dict[str, Any] | None = None) -> list[Change]:
+    def plan_for(
+        self, inventory: Any, report: dict[str, Any], findings: list[Any], options: dict[str, Any] | None = None
+    ) -> list[Change]:
         return self.plan(inventory, report, findings, options=options or {})
 
 
 # Registry order is plan order: the layer-wide entries of rewrite-ignore-to-runtime-names
 # come first, so the exact names ignore-unquantized-mtp-block would add are skipped as covered.
-FIXES: dict[str, Fix] = {f.id: f for f in (
-    Fix(rewrite_ignore.ID, ("MTP001",),
-        "add the runtime-namespace entries a dead exclusion entry meant (keeps the original "
-        "unless --drop-dead)", rewrite_ignore.plan),
-    Fix(ignore_expert_blocks.ID, ("MTP001",),
-        "where a config compares its list with one on-disk name per block (DeepseekV4FP8Config's "
-        "`ignore`): write that name into the list in place of the dead entries that miss it",
-        ignore_expert_blocks.plan),
-    Fix(ignore_mtp_block.ID, ("MTP002",),
-        "exclude the draft modules vLLM builds quantized but the checkpoint stores unquantized",
-        ignore_mtp_block.plan),
-    Fix(alias_head_embed.ID, ("MTP004",),
-        "DeepSeek-V4: add mtp.{i}.head.weight / mtp.{i}.emb.tok_emb.weight copies of the top-level "
-        "head/embed in one new shard", alias_head_embed.plan),
-    Fix(mtp_depth.ID, ("MTP006",),
-        "set the config's MTP depth to the MTP layers on disk (0 disables MTP)", mtp_depth.plan),
-)}
+FIXES: dict[str, Fix] = {
+    f.id: f
+    for f in (
+        Fix(
+            rewrite_ignore.ID,
+            ("MTP001",),
+            "add the runtime-namespace entries a dead exclusion entry meant (keeps the original unless --drop-dead)",
+            rewrite_ignore.plan,
+        ),
+        Fix(
+            ignore_expert_blocks.ID,
+            ("MTP001",),
+            "where a config compares its list with one on-disk name per block (DeepseekV4FP8Config's "
+            "`ignore`): write that name into the list in place of the dead entries that miss it",
+            ignore_expert_blocks.plan,
+        ),
+        Fix(
+            ignore_mtp_block.ID,
+            ("MTP002",),
+            "exclude the draft modules vLLM builds quantized but the checkpoint stores unquantized",
+            ignore_mtp_block.plan,
+        ),
+        Fix(
+            alias_head_embed.ID,
+            ("MTP004",),
+            "DeepSeek-V4: add mtp.{i}.head.weight / mtp.{i}.emb.tok_emb.weight copies of the top-level "
+            "head/embed in one new shard",
+            alias_head_embed.plan,
+        ),
+        Fix(
+            mtp_depth.ID,
+            ("MTP006",),
+            "set the config's MTP depth to the MTP layers on disk (0 disables MTP)",
+            mtp_depth.plan,
+        ),
+    )
+}
 
 
 def known(ids: list[str]) -> list[str]:

@@ -17,8 +17,9 @@ from .plan import Change
 ID = "rewrite-ignore-to-runtime-names"
 
 
-def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], *,
-         options: dict[str, Any] | None = None) -> list[Change]:
+def plan(
+    inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
+) -> list[Change]:
     from ..checks.exclusions import _ondisk_modules_meant, _runtime_prefixes_for
     from ..engine.context import Context
     from .exclusions import exclusion_list, feeders, runtime_entries
@@ -52,15 +53,22 @@ def plan(inventory: Inventory, report: dict[str, Any], findings: list[Finding], 
             # A repeated run has nothing to add; a change that writes nothing still says
             # what is left and why.
             file, key = lst.places[0]
-            group = [Change(fix=ID, file=file, summary=f"{file}:{key}: nothing to add for dead entry "
-                            f"{entry!r}" + (" (runtime names already cover it)" if replaced else ""))]
+            group = [
+                Change(
+                    fix=ID,
+                    file=file,
+                    summary=f"{file}:{key}: nothing to add for dead entry "
+                    f"{entry!r}" + (" (runtime names already cover it)" if replaced else ""),
+                )
+            ]
         else:
             group = []
         if group:
             group[0].notes = notes
             if keep:
-                group[0].notes.append(f"kept {entry!r} (runtimes matching on-disk names read it); "
-                                      "--drop-dead removes it")
+                group[0].notes.append(
+                    f"kept {entry!r} (runtimes matching on-disk names read it); --drop-dead removes it"
+                )
                 group[0].leaves.append(f.id)
             changes += group
         if drop_dead:

@@ -5,8 +5,9 @@ Kept apart from the click command so tests (and other tools) can plan and apply 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import BadInput
 from ..findings import SEVERITY_RANK, Finding
@@ -16,8 +17,9 @@ from .plan import Change, Rendered, render
 from .registry import FIXES, Fix
 
 
-def lint(path: Path, s: dict[str, Any], *, fresh: bool = False,
-         progress: Callable[[str], None] | None = None) -> Linted:
+def lint(
+    path: Path, s: dict[str, Any], *, fresh: bool = False, progress: Callable[[str], None] | None = None
+) -> Linted:
     """`mtplint check`'s pipeline, without runtime patches: an artifact fix must make the
     checkpoint right for the vLLM as it is. fresh: probe again and store the new report."""
     return session_lint(path, s, patches=[], fresh=fresh, progress=progress)
@@ -30,8 +32,7 @@ def parse_only(only: str | None) -> list[str] | None:
     ids = [i.strip() for i in only.split(",") if i.strip()]
     unknown = [i for i in ids if i not in FIXES]
     if unknown or not ids:
-        raise BadInput(f"--only: unknown fix id(s) {', '.join(unknown) or repr(only)}; "
-                       f"known: {', '.join(FIXES)}")
+        raise BadInput(f"--only: unknown fix id(s) {', '.join(unknown) or repr(only)}; known: {', '.join(FIXES)}")
     return ids
 
 
@@ -62,7 +63,8 @@ def unaddressed(findings: list[Finding], fix_ids: set[str]) -> list[Finding]:
         if f.id not in resolved:
             cause = by_id.get(f.caused_by or "")
             resolved[f.id] = bool(set(f.fixes.artifact) & fix_ids) or (
-                cause is not None and depth < 8 and ok(cause, depth + 1))
+                cause is not None and depth < 8 and ok(cause, depth + 1)
+            )
         return resolved[f.id]
 
     return [f for f in findings if not ok(f)]

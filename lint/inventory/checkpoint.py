@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from mtplint.errors import BadInput
-from mtplint.inventory.declared import parse_declared
 from mtplint.inventory import memo
+from mtplint.inventory.declared import parse_declared
 from mtplint.inventory.fingerprint import fingerprint_modules
 from mtplint.inventory.model import Inventory, TensorInfo
 from mtplint.inventory.safetensors_header import read_header
@@ -53,16 +53,23 @@ def _load(path: str | os.PathLike, progress: Progress | None) -> Inventory:
     sig = memo.signature(root)
     hit = memo.load(sig) if sig else None
     if hit is not None:
-        return Inventory(root=root, config=config, config_path=config_path, hf_quant_config=hf_quant,
-                         declared=declared, **hit)
+        return Inventory(
+            root=root, config=config, config_path=config_path, hf_quant_config=hf_quant, declared=declared, **hit
+        )
     inventory = _read_layout(root, config, config_path, hf_quant, declared, progress)
     if sig:
         memo.store(sig, inventory)
     return inventory
 
 
-def _read_layout(root: Path, config: dict[str, Any], config_path: Path, hf_quant: dict[str, Any] | None,
-                 declared: Any, progress: Progress | None) -> Inventory:
+def _read_layout(
+    root: Path,
+    config: dict[str, Any],
+    config_path: Path,
+    hf_quant: dict[str, Any] | None,
+    declared: Any,
+    progress: Progress | None,
+) -> Inventory:
     index_path: Path | None = root / INDEX_NAME
     if index_path.is_file():
         tensors, shards = _load_indexed(root, index_path, progress)
@@ -75,8 +82,14 @@ def _read_layout(root: Path, config: dict[str, Any], config_path: Path, hf_quant
         tensors, _ = _read_shards(root, shards, progress)
 
     return Inventory(
-        root=root, config=config, config_path=config_path, tensors=tensors, shards=shards,
-        index_path=index_path, hf_quant_config=hf_quant, declared=declared,
+        root=root,
+        config=config,
+        config_path=config_path,
+        tensors=tensors,
+        shards=shards,
+        index_path=index_path,
+        hf_quant_config=hf_quant,
+        declared=declared,
         digest=layout_digest(tensors.values()),
         modules=fingerprint_modules(tensors.values(), hint=declared.method),
     )
@@ -121,8 +134,7 @@ def _load_indexed(root: Path, index_path: Path, progress: Progress | None) -> tu
     if missing:
         count = sum(1 for s in wm.values() if s == missing[0])
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise BadInput(f"weight_map names shard {missing[0]} ({count} tensors) which does not exist{more}",
-                       path=where)
+        raise BadInput(f"weight_map names shard {missing[0]} ({count} tensors) which does not exist{more}", path=where)
     tensors, headers = _read_shards(root, shards, progress)
     # The common case in one C-level comparison; only a mismatch pays for the diagnosis below.
     if dict(zip(tensors, map(_FILE, tensors.values()))) == wm:
@@ -134,17 +146,23 @@ def _load_indexed(root: Path, index_path: Path, progress: Progress | None) -> tu
         have, want = headers[shard], by_shard[shard]
         lacking = want - have.keys()
         if lacking:
-            raise BadInput(f"weight_map puts {_some(lacking)} in {shard}, whose header lacks "
-                           f"{'it' if len(lacking) == 1 else 'them'}", path=where)
+            raise BadInput(
+                f"weight_map puts {_some(lacking)} in {shard}, whose header lacks "
+                f"{'it' if len(lacking) == 1 else 'them'}",
+                path=where,
+            )
         extra = have.keys() - want
         if extra:
-            raise BadInput(f"{_some(extra)} in this shard {'is' if len(extra) == 1 else 'are'} not in "
-                           f"{INDEX_NAME}'s weight_map", path=str(root / shard))
+            raise BadInput(
+                f"{_some(extra)} in this shard {'is' if len(extra) == 1 else 'are'} not in {INDEX_NAME}'s weight_map",
+                path=str(root / shard),
+            )
     return tensors, shards  # unreachable: unequal maps differ in some shard
 
 
-def _read_shards(root: Path, shards: list[str], progress: Progress | None
-                 ) -> tuple[dict[str, TensorInfo], dict[str, dict[str, TensorInfo]]]:
+def _read_shards(
+    root: Path, shards: list[str], progress: Progress | None
+) -> tuple[dict[str, TensorInfo], dict[str, dict[str, TensorInfo]]]:
     tensors: dict[str, TensorInfo] = {}
     headers: dict[str, dict[str, TensorInfo]] = {}
     for i, shard in enumerate(shards):

@@ -19,8 +19,11 @@ CONFIG = "config.json"
 HF_QUANT = "hf_quant_config.json"
 
 _MODELOPT_ALGO_METHOD = {
-    "FP8": "modelopt", "FP8_PER_CHANNEL_PER_TOKEN": "modelopt", "FP8_PB_WO": "modelopt",
-    "NVFP4": "modelopt_fp4", "W4A16_NVFP4": "modelopt_fp4",
+    "FP8": "modelopt",
+    "FP8_PER_CHANNEL_PER_TOKEN": "modelopt",
+    "FP8_PB_WO": "modelopt",
+    "NVFP4": "modelopt_fp4",
+    "W4A16_NVFP4": "modelopt_fp4",
     "MXFP8": "modelopt_mxfp8",
     "MIXED_PRECISION": "modelopt_mixed",
 }
@@ -111,18 +114,31 @@ def _parse_compressed_tensors(qc: dict, key: str, where: str) -> DeclaredQuant:
     memo = cache_root() / "declared" / f"{digest}.json"
     try:
         d = json.loads(memo.read_text())
-        return DeclaredQuant(method=d["method"], source=d["source"], exclusions=d["exclusions"],
-                             exclusion_key=d["exclusion_key"], details=d["details"])
+        return DeclaredQuant(
+            method=d["method"],
+            source=d["source"],
+            exclusions=d["exclusions"],
+            exclusion_key=d["exclusion_key"],
+            details=d["details"],
+        )
     except (OSError, ValueError, KeyError):
         pass
     declared = _validate_compressed_tensors(qc, key, where)
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
         tmp = memo.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"method": declared.method, "source": declared.source,
-                                   "exclusions": declared.exclusions,
-                                   "exclusion_key": declared.exclusion_key, "details": declared.details},
-                                  default=str))
+        tmp.write_text(
+            json.dumps(
+                {
+                    "method": declared.method,
+                    "source": declared.source,
+                    "exclusions": declared.exclusions,
+                    "exclusion_key": declared.exclusion_key,
+                    "details": declared.details,
+                },
+                default=str,
+            )
+        )
         tmp.replace(memo)
     except OSError:
         pass
@@ -151,8 +167,10 @@ def _validate_compressed_tensors(qc: dict, key: str, where: str) -> DeclaredQuan
             "output_activations": _args(scheme.output_activations),
         }
     return DeclaredQuant(
-        method="compressed-tensors", source=CONFIG,
-        exclusions=list(parsed.ignore or []), exclusion_key=f"{key}.ignore",
+        method="compressed-tensors",
+        source=CONFIG,
+        exclusions=list(parsed.ignore or []),
+        exclusion_key=f"{key}.ignore",
         details={
             "format": parsed.format,
             "quantization_status": _enum(parsed.quantization_status),
@@ -169,9 +187,14 @@ def _args(a: Any) -> dict | None:
     if a is None:
         return None
     return {
-        "num_bits": a.num_bits, "type": _enum(a.type), "strategy": _enum(a.strategy),
-        "group_size": a.group_size, "block_structure": a.block_structure,
-        "symmetric": a.symmetric, "dynamic": _enum(a.dynamic), "actorder": _enum(a.actorder),
+        "num_bits": a.num_bits,
+        "type": _enum(a.type),
+        "strategy": _enum(a.strategy),
+        "group_size": a.group_size,
+        "block_structure": a.block_structure,
+        "symmetric": a.symmetric,
+        "dynamic": _enum(a.dynamic),
+        "actorder": _enum(a.actorder),
     }
 
 
@@ -232,24 +255,35 @@ def _parse_modelopt(qc: dict, prefix: str, where: str, source: str, hf_quant_con
         if layers is not None:
             details["quantized_layers_source"] = HF_QUANT
     if layers is not None and not isinstance(layers, dict):
-        raise BadInput(f"{body_key + '.' if body_key else ''}quantized_layers must be an object, "
-                       f"got {_type(layers)}", path=where)
+        raise BadInput(
+            f"{body_key + '.' if body_key else ''}quantized_layers must be an object, got {_type(layers)}", path=where
+        )
     details["quantized_layers"] = layers
     if hf_quant_config is not None and source == CONFIG and "quantized_layers_source" not in details:
         details["hf_quant_config_ignored"] = True  # config.json wins in vLLM
-    return DeclaredQuant(method=method, source=source, exclusions=exclusions, exclusion_key=ex_key,
-                         details=details, raw=copy.deepcopy(qc))
+    return DeclaredQuant(
+        method=method,
+        source=source,
+        exclusions=exclusions,
+        exclusion_key=ex_key,
+        details=details,
+        raw=copy.deepcopy(qc),
+    )
 
 
 def _parse_fp8(qc: dict, key: str, where: str, config: dict) -> DeclaredQuant:
     ignored = qc.get("ignored_layers")
     # vLLM's Fp8Config reads modules_to_not_convert only when ignored_layers is empty.
-    name = "ignored_layers" if ignored else ("modules_to_not_convert" if qc.get("modules_to_not_convert")
-                                             else "ignored_layers")
+    name = (
+        "ignored_layers"
+        if ignored
+        else ("modules_to_not_convert" if qc.get("modules_to_not_convert") else "ignored_layers")
+    )
     exclusions = _str_list(qc.get(name), f"{key}.{name}", where)
     block = qc.get("weight_block_size")
-    if block is not None and not (isinstance(block, list) and len(block) == 2
-                                  and all(type(b) is int and b > 0 for b in block)):
+    if block is not None and not (
+        isinstance(block, list) and len(block) == 2 and all(type(b) is int and b > 0 for b in block)
+    ):
         raise BadInput(f"{key}.weight_block_size must be two positive integers, got {block!r}", path=where)
     details = {
         "weight_block_size": block,
@@ -262,8 +296,9 @@ def _parse_fp8(qc: dict, key: str, where: str, config: dict) -> DeclaredQuant:
     }
     if config.get("model_type") == "deepseek_v4":
         details["vllm_method"] = "deepseek_v4_fp8"
-    return DeclaredQuant(method="fp8", source=CONFIG, exclusions=exclusions,
-                         exclusion_key=f"{key}.{name}", details=details)
+    return DeclaredQuant(
+        method="fp8", source=CONFIG, exclusions=exclusions, exclusion_key=f"{key}.{name}", details=details
+    )
 
 
 def _parse_gptq(qc: dict, key: str, where: str) -> DeclaredQuant:
@@ -277,8 +312,9 @@ def _parse_gptq(qc: dict, key: str, where: str) -> DeclaredQuant:
     details.update(lm_head=bool(qc.get("lm_head", False)), dynamic=dynamic, modules_in_block_to_quantize=blocks)
     # "-:regex" entries are the skips; positive entries override bits/group_size instead.
     skips = [k for k in dynamic if isinstance(k, str) and k.startswith("-:")]
-    return DeclaredQuant(method="gptq", source=CONFIG, exclusions=skips,
-                         exclusion_key=f"{key}.dynamic", details=details)
+    return DeclaredQuant(
+        method="gptq", source=CONFIG, exclusions=skips, exclusion_key=f"{key}.dynamic", details=details
+    )
 
 
 def _parse_awq(qc: dict, key: str, where: str) -> DeclaredQuant:
@@ -290,16 +326,24 @@ def _parse_awq(qc: dict, key: str, where: str) -> DeclaredQuant:
         "version": qc.get("version"),
         "lm_head": bool(qc.get("lm_head", False)),
     }
-    return DeclaredQuant(method="awq", source=CONFIG, exclusions=exclusions,
-                         exclusion_key=f"{key}.modules_to_not_convert", details=details)
+    return DeclaredQuant(
+        method="awq",
+        source=CONFIG,
+        exclusions=exclusions,
+        exclusion_key=f"{key}.modules_to_not_convert",
+        details=details,
+    )
 
 
 def _parse_generic(qc: dict, key: str, where: str, method: str) -> DeclaredQuant:
     for name in _GENERIC_EXCLUSION_KEYS:
         if qc.get(name) is not None:
-            return DeclaredQuant(method=method, source=CONFIG,
-                                 exclusions=_str_list(qc[name], f"{key}.{name}", where),
-                                 exclusion_key=f"{key}.{name}")
+            return DeclaredQuant(
+                method=method,
+                source=CONFIG,
+                exclusions=_str_list(qc[name], f"{key}.{name}", where),
+                exclusion_key=f"{key}.{name}",
+            )
     return DeclaredQuant(method=method, source=CONFIG)
 
 
@@ -312,5 +356,12 @@ def _str_list(value: Any, field: str, where: str) -> list[str]:
 
 
 def _type(v: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
-            int: "a number", float: "a number"}.get(type(v), type(v).__name__)
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        type(None): "null",
+        int: "a number",
+        float: "a number",
+    }.get(type(v), type(v).__name__)

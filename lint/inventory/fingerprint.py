@@ -15,7 +15,9 @@ from operator import attrgetter
 from mtplint.inventory.model import ModuleFormat, TensorInfo
 
 KINDS = (
-    "bf16", "fp16", "fp32",
+    "bf16",
+    "fp16",
+    "fp32",
     "fp8",  # F8 weight + weight_scale (ModelOpt / vLLM fp8 per-tensor or per-channel), or F8 with no scale
     "fp8-block",  # F8 weight + weight_scale_inv (DeepSeek/Qwen/GLM block FP8)
     "fp8-dsv4",  # F8 weight + bare .scale (DeepSeek-V4 native)
@@ -25,7 +27,8 @@ KINDS = (
     "ct-fp8",  # F8 weight + weight_scale written by compressed-tensors (float-quantized)
     "mxfp8",  # F8 weight + E8M0/U8 weight_scale (per-32 block)
     "modelopt-nvfp4",  # U8 weight + weight_scale + weight_scale_2
-    "gptq", "awq",
+    "gptq",
+    "awq",
     "mxfp4",  # *_blocks + *_scales (gpt-oss), or U8 weight/weight_packed + E8M0/U8 weight_scale
     "fp4-packed",  # U8 packed weight whose scales match no known writer
     "int8",
@@ -37,11 +40,27 @@ _E8M0_LIKE = frozenset({"F8_E8M0", "U8"})  # MX scales are e8m0; some writers st
 _PLAIN_KINDS = {"BF16": "bf16", "F16": "fp16", "F32": "fp32"}
 
 # Leaves that only exist because the weight is quantized (weight-side companions).
-WEIGHT_QUANT_LEAVES = frozenset({
-    "weight_scale", "weight_scale_inv", "weight_scale_2", "weight_global_scale", "weight_zero_point",
-    "weight_g_idx", "weight_shape", "weight_packed", "input_scale", "input_global_scale",
-    "input_zero_point", "qweight", "qzeros", "scales", "g_idx", "scale", "blocks",
-})
+WEIGHT_QUANT_LEAVES = frozenset(
+    {
+        "weight_scale",
+        "weight_scale_inv",
+        "weight_scale_2",
+        "weight_global_scale",
+        "weight_zero_point",
+        "weight_g_idx",
+        "weight_shape",
+        "weight_packed",
+        "input_scale",
+        "input_global_scale",
+        "input_zero_point",
+        "qweight",
+        "qzeros",
+        "scales",
+        "g_idx",
+        "scale",
+        "blocks",
+    }
+)
 # Attention-cache scales: quantization metadata that carries no weight.
 KV_SCALE_LEAVES = frozenset({"k_scale", "v_scale", "q_scale", "prob_scale", "output_scale"})
 
@@ -76,7 +95,7 @@ def canonical_leaf(module: str, leaf: str) -> str:
     if leaf == base:
         return "weight"
     if leaf.startswith(base + "_"):
-        return leaf[len(base) + 1:]
+        return leaf[len(base) + 1 :]
     return leaf
 
 
@@ -117,8 +136,11 @@ def fingerprint_modules(tensors: Iterable[TensorInfo], hint: str | None = None) 
     # Thousands of experts share one layout; classify each distinct (leaf, dtype, shape) set once.
     seen: dict[tuple, tuple[str, str | None, tuple[str, ...]]] = {}
     for module, leaves in group_modules(tensors).items():
-        key = (module.endswith(_FUSED_TAILS) and is_fused_expert_module(module),
-               tuple(leaves), tuple(map(_DTYPE_SHAPE, leaves.values())))
+        key = (
+            module.endswith(_FUSED_TAILS) and is_fused_expert_module(module),
+            tuple(leaves),
+            tuple(map(_DTYPE_SHAPE, leaves.values())),
+        )
         r = seen.get(key)
         if r is None:
             f = classify_module(module, leaves, hint)

@@ -22,8 +22,7 @@ FORMAT = 1
 def signature(root: Path) -> str | None:
     h = hashlib.sha256(f"{FORMAT}\0{root}".encode())
     try:
-        entries = [e for e in os.scandir(root)
-                   if e.name.endswith((".safetensors", ".json")) and e.is_file()]
+        entries = [e for e in os.scandir(root) if e.name.endswith((".safetensors", ".json")) and e.is_file()]
     except OSError:
         return None
     for e in sorted(entries, key=lambda e: e.name):
@@ -44,12 +43,24 @@ def store(sig: str, inv: Inventory) -> None:
     ts = list(inv.tensors.values())
     mods = list(inv.modules.values())
     data = {
-        "files": files, "shards": inv.shards, "digest": inv.digest,
+        "files": files,
+        "shards": inv.shards,
+        "digest": inv.digest,
         "index": str(inv.index_path) if inv.index_path else None,
-        "t": ([t.name for t in ts], [t.dtype for t in ts], [t.shape for t in ts],
-              [fidx[t.file] for t in ts], [t.begin for t in ts], [t.end for t in ts]),
-        "m": ([m.module for m in mods], [m.kind for m in mods], [m.weight_dtype for m in mods],
-              [m.suffixes for m in mods]),
+        "t": (
+            [t.name for t in ts],
+            [t.dtype for t in ts],
+            [t.shape for t in ts],
+            [fidx[t.file] for t in ts],
+            [t.begin for t in ts],
+            [t.end for t in ts],
+        ),
+        "m": (
+            [m.module for m in mods],
+            [m.kind for m in mods],
+            [m.weight_dtype for m in mods],
+            [m.suffixes for m in mods],
+        ),
     }
     path = _path(sig)
     try:
@@ -72,9 +83,15 @@ def load(sig: str) -> dict | None:
     tensors: dict[str, TensorInfo] = {}
     for name, dtype, shape, fi, begin, end in zip(*data["t"]):
         t = new(TensorInfo)
-        set_(t, "__dict__", {"name": name, "dtype": dtype, "shape": shape, "file": files[fi],
-                             "begin": begin, "end": end})
+        set_(
+            t, "__dict__", {"name": name, "dtype": dtype, "shape": shape, "file": files[fi], "begin": begin, "end": end}
+        )
         tensors[name] = t
     modules = {m: ModuleFormat(m, k, w, s) for m, k, w, s in zip(*data["m"])}
-    return {"tensors": tensors, "modules": modules, "shards": data["shards"], "digest": data["digest"],
-            "index_path": Path(data["index"]) if data["index"] else None}
+    return {
+        "tensors": tensors,
+        "modules": modules,
+        "shards": data["shards"],
+        "digest": data["digest"],
+        "index_path": Path(data["index"]) if data["index"] else None,
+    }

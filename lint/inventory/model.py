@@ -39,7 +39,9 @@ class ModuleFormat:
 class DeclaredQuant:
     """The quantization the artifact declares (config.json quantization_config / hf_quant_config.json)."""
 
-    method: str | None  # vLLM's quant_method name: "compressed-tensors", "modelopt", "modelopt_fp4", "fp8", "gptq", "awq", ...
+    method: (
+        str | None
+    )  # vLLM's quant_method name: "compressed-tensors", "modelopt", "modelopt_fp4", "fp8", "gptq", "awq", ...
     source: str | None  # file that declared it
     exclusions: list[str] = field(default_factory=list)  # entries as written (ignore / exclude_modules / ...)
     exclusion_key: str | None = None  # the config key holding them, e.g. "quantization_config.ignore"

@@ -21,12 +21,28 @@ MAX_HEADER_BYTES = 100_000_000  # safetensors' MAX_HEADER_SIZE
 
 # Element size in bits: sub-byte dtypes (F4, F6) are why this is not bytes.
 DTYPE_BITS = {
-    "BOOL": 8, "U8": 8, "I8": 8,
-    "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
-    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
-    "I32": 32, "U32": 32, "F32": 32,
-    "I64": 64, "U64": 64, "F64": 64, "C64": 64,
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8,
+    "F8_E5M2FNUZ": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "C64": 64,
 }
 _NEGATIVE = re.compile(rb"[\[,]\s*-")
 _WHOLE_BYTE_SIZES = {k: v // 8 for k, v in DTYPE_BITS.items() if v % 8 == 0}
@@ -49,22 +65,25 @@ def read_shard_header(path: str | os.PathLike, rel_name: str | None = None) -> S
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size < 8:
-                raise BadInput(f"not a safetensors file: {size} bytes, shorter than the 8-byte header length",
-                               path=where)
+                raise BadInput(
+                    f"not a safetensors file: {size} bytes, shorter than the 8-byte header length", path=where
+                )
             n = int.from_bytes(f.read(8), "little")
             if n > MAX_HEADER_BYTES:
-                raise BadInput(f"not a safetensors file: header length {n} exceeds the "
-                               f"{MAX_HEADER_BYTES}-byte limit", path=where)
+                raise BadInput(
+                    f"not a safetensors file: header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit", path=where
+                )
             if 8 + n > size:
-                raise BadInput(f"truncated: header says {n} bytes but the file has only {size - 8} "
-                               f"after the 8-byte length", path=where)
+                raise BadInput(
+                    f"truncated: header says {n} bytes but the file has only {size - 8} after the 8-byte length",
+                    path=where,
+                )
             raw = f.read(n)
     except OSError as e:
         raise BadInput(f"cannot read: {e.strerror or e}", path=where) from e
     header = _decode(raw, where)
     metadata = header.pop("__metadata__", None)
-    if metadata is not None and not (
-            isinstance(metadata, dict) and all(type(v) is str for v in metadata.values())):
+    if metadata is not None and not (isinstance(metadata, dict) and all(type(v) is str for v in metadata.values())):
         raise BadInput("bad header: __metadata__ must be an object of strings", path=where)
     # The fast path's int checks would let JSON true/false or a negative dimension through;
     # such bytes anywhere (even inside a name) send the header down the slow path.
@@ -75,8 +94,11 @@ def read_shard_header(path: str | os.PathLike, rel_name: str | None = None) -> S
         raise BadInput(f"truncated: tensor data ends at byte {end} but the file has {size}", path=where)
     if end < size:
         # safetensors refuses this too ("file not fully covered"), so vLLM could not load it.
-        raise BadInput(f"{size - end} stray bytes after the tensor data (ends at byte {end}, "
-                       f"file has {size}); safetensors rejects files it does not fully cover", path=where)
+        raise BadInput(
+            f"{size - end} stray bytes after the tensor data (ends at byte {end}, "
+            f"file has {size}); safetensors rejects files it does not fully cover",
+            path=where,
+        )
     return ShardHeader(tensors, metadata, n, size)
 
 
@@ -94,8 +116,7 @@ def _decode(raw: bytes, where: str) -> dict:
     except json.JSONDecodeError as e:
         if not text.strip():
             raise BadInput("bad header: empty JSON header", path=where) from e
-        raise BadInput(f"bad header: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}",
-                       path=where) from e
+        raise BadInput(f"bad header: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", path=where) from e
     if not isinstance(header, dict):
         raise BadInput(f"bad header: expected a JSON object, got {type(header).__name__}", path=where)
     return header
@@ -121,16 +142,32 @@ def _validate(header: dict, where: str, rel: str, base: int, plain: bool) -> tup
             dtype = info["dtype"]
             nbytes = prod(shape) * size_of(dtype)
             # Bools and negative dims were ruled out by the caller; non-int dims make nbytes a non-int.
-            if (begin != pos or end - begin != nbytes or type(nbytes) is not int or type(begin) is not int
-                    or type(end) is not int or type(shape) is not list):
+            if (
+                begin != pos
+                or end - begin != nbytes
+                or type(nbytes) is not int
+                or type(begin) is not int
+                or type(end) is not int
+                or type(shape) is not list
+            ):
                 return _validate_slow(header, where, rel, base)
         except Exception:
             return _validate_slow(header, where, rel, base)
         pos = end
         # Same object TensorInfo(...) builds, without its six frozen __setattr__ calls (see _FAST_INIT).
         t = new(cls)
-        set_(t, "__dict__", {"name": name, "dtype": dtype, "shape": tuple(shape), "file": rel,
-                             "begin": base + begin, "end": base + end})
+        set_(
+            t,
+            "__dict__",
+            {
+                "name": name,
+                "dtype": dtype,
+                "shape": tuple(shape),
+                "file": rel,
+                "begin": base + begin,
+                "end": base + end,
+            },
+        )
         out[name] = t
     return out, pos
 
@@ -146,8 +183,14 @@ def _validate_slow(header: dict, where: str, rel: str, base: int) -> tuple[dict[
             numel = math.prod(shape)
         except Exception:
             raise BadInput(_entry_problem(name, info), path=where) from None
-        if (type(begin) is not int or type(end) is not int or begin < 0
-                or type(shape) is not list or type(numel) is not int or not _dims_ok(shape)):
+        if (
+            type(begin) is not int
+            or type(end) is not int
+            or begin < 0
+            or type(shape) is not list
+            or type(numel) is not int
+            or not _dims_ok(shape)
+        ):
             raise BadInput(_entry_problem(name, info), path=where)
         rows.append((begin, end, name, dtype, shape, numel * bits))
     rows.sort(key=lambda r: (r[0], r[1]))
@@ -155,18 +198,24 @@ def _validate_slow(header: dict, where: str, rel: str, base: int) -> tuple[dict[
     out: dict[str, TensorInfo] = {}
     for begin, end, name, dtype, shape, nbits in rows:
         if end < begin:
-            raise BadInput(f"bad header: tensor {name!r} data_offsets [{begin}, {end}] end before they begin",
-                           path=where)
+            raise BadInput(
+                f"bad header: tensor {name!r} data_offsets [{begin}, {end}] end before they begin", path=where
+            )
         if begin != pos:
-            raise BadInput(f"bad header: tensor {name!r} data_offsets [{begin}, {end}] "
-                           f"{'overlap the previous tensor' if begin < pos else 'leave a gap'}: "
-                           f"expected it to start at {pos}", path=where)
+            raise BadInput(
+                f"bad header: tensor {name!r} data_offsets [{begin}, {end}] "
+                f"{'overlap the previous tensor' if begin < pos else 'leave a gap'}: "
+                f"expected it to start at {pos}",
+                path=where,
+            )
         if nbits % 8:
-            raise BadInput(f"bad header: tensor {name!r} {dtype}{shape} does not end on a byte boundary",
-                           path=where)
+            raise BadInput(f"bad header: tensor {name!r} {dtype}{shape} does not end on a byte boundary", path=where)
         if end - begin != nbits >> 3:
-            raise BadInput(f"bad header: tensor {name!r} is {dtype}{shape} = {nbits >> 3} bytes "
-                           f"but data_offsets span {end - begin}", path=where)
+            raise BadInput(
+                f"bad header: tensor {name!r} is {dtype}{shape} = {nbits >> 3} bytes "
+                f"but data_offsets span {end - begin}",
+                path=where,
+            )
         pos = end
         out[name] = TensorInfo(name, dtype, tuple(shape), rel, base + begin, base + end)
     return out, pos
@@ -201,8 +250,11 @@ def _plain_tensor_info() -> bool:
     """Whether TensorInfo is still a plain six-field dataclass, so filling __dict__ directly builds the
     object its __init__ would: that __init__ costs ~2 µs (frozen fields), the largest per-tensor cost."""
     names = [f.name for f in dataclasses.fields(TensorInfo)]
-    return (names == ["name", "dtype", "shape", "file", "begin", "end"]
-            and not hasattr(TensorInfo, "__slots__") and not hasattr(TensorInfo, "__post_init__"))
+    return (
+        names == ["name", "dtype", "shape", "file", "begin", "end"]
+        and not hasattr(TensorInfo, "__slots__")
+        and not hasattr(TensorInfo, "__post_init__")
+    )
 
 
 _FAST_INIT = _plain_tensor_info()

@@ -4,11 +4,16 @@ ships, wrap each once, and refuse loudly when none is there."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 
-def wrap_constructors(targets: Iterable[tuple[str, str]], marker: str, wrap: Callable[[Any], None],
-                      usable: Callable[[Any], bool] = lambda cls: True) -> list[str]:
+def wrap_constructors(
+    targets: Iterable[tuple[str, str]],
+    marker: str,
+    wrap: Callable[[Any], None],
+    usable: Callable[[Any], bool] = lambda cls: True,
+) -> list[str]:
     """Apply `wrap(cls)` to every (module, class) of `targets` this vLLM has and `usable`
     accepts, unless its __init__ already carries `marker`; the names of the classes covered."""
     done = []
@@ -25,6 +30,7 @@ def wrap_constructors(targets: Iterable[tuple[str, str]], marker: str, wrap: Cal
             setattr(cls.__init__, marker, True)
         done.append(f"{module_name}.{class_name}")
     if not done:
-        raise RuntimeError("this vLLM has none of the classes the patch targets: " +
-                           ", ".join(f"{m}.{c}" for m, c in targets))
+        raise RuntimeError(
+            "this vLLM has none of the classes the patch targets: " + ", ".join(f"{m}.{c}" for m, c in targets)
+        )
     return done

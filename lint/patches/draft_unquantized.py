@@ -24,7 +24,8 @@ def _is_mtp_draft(model_config: Any) -> bool:
 def _unquantized(layer: Any, prefix: str) -> Any:
     from vllm.model_executor.layers.linear import LinearBase, UnquantizedLinearMethod
     from vllm.model_executor.layers.vocab_parallel_embedding import (
-        UnquantizedEmbeddingMethod, VocabParallelEmbedding,
+        UnquantizedEmbeddingMethod,
+        VocabParallelEmbedding,
     )
 
     if isinstance(layer, LinearBase):
@@ -53,8 +54,12 @@ def apply() -> dict[str, Any]:
     def initialize_model(vllm_config: Any, *args: Any, **kwargs: Any) -> Any:
         model_config = kwargs.get("model_config")
         qc = vllm_config.quant_config
-        if (model_config is None or qc is None or not _is_mtp_draft(model_config)
-                or not mtp_block_unquantized(str(model_config.model), model_config.hf_config)):
+        if (
+            model_config is None
+            or qc is None
+            or not _is_mtp_draft(model_config)
+            or not mtp_block_unquantized(str(model_config.model), model_config.hf_config)
+        ):
             return original(vllm_config, *args, **kwargs)
         inner = qc.get_quant_method
         qc.get_quant_method = _unquantized  # every draft layer: what quant_config=None gives

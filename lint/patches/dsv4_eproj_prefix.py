@@ -65,6 +65,10 @@ def _wrap(cls: Any) -> None:
 
 
 def apply() -> dict[str, Any]:
-    classes = wrap_constructors(CLASSES, "_mtplint_eproj_prefix", _wrap,
-                                usable=lambda cls: hasattr(sys.modules[cls.__module__], "ReplicatedLinear"))
+    classes = wrap_constructors(
+        CLASSES,
+        "_mtplint_eproj_prefix",
+        _wrap,
+        usable=lambda cls: hasattr(sys.modules[cls.__module__], "ReplicatedLinear"),
+    )
     return {"status": "applied", "classes": classes}

@@ -28,23 +28,35 @@ def fp8_weight_scale(wo_a: torch.nn.Module) -> torch.Tensor | None:
     return None
 
 
-def inverse_rope(o: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor, *,
-                 nope_dim: int, rope_dim: int) -> torch.Tensor:
+def inverse_rope(
+    o: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor, *, nope_dim: int, rope_dim: int
+) -> torch.Tensor:
     """Undo the interleaved (GPT-J) rotary embedding on the last `rope_dim` dims of each
     head, as vLLM's fused_inv_rope_fp8_quant kernel does: pairs (2i, 2i+1) rotate by the
     angle whose cos/sin are entries i and rope_dim/2 + i of the position's cache row."""
     half = rope_dim // 2
     cache = cos_sin_cache.index_select(0, positions.long()).float()
-    cos, sin = cache[:, None, :half], cache[:, None, half:2 * half]
-    rope = o[..., nope_dim:nope_dim + rope_dim].float()
+    cos, sin = cache[:, None, :half], cache[:, None, half : 2 * half]
+    rope = o[..., nope_dim : nope_dim + rope_dim].float()
     even, odd = rope[..., 0::2], rope[..., 1::2]
     rotated = torch.stack((even * cos + odd * sin, odd * cos - even * sin), dim=-1).flatten(-2)
     return torch.cat((o[..., :nope_dim], rotated.to(o.dtype)), dim=-1)
 
 
-def bf16_o_proj(o: torch.Tensor, positions: torch.Tensor, cos_sin_cache: torch.Tensor,
-                wo_a: torch.nn.Module, wo_b: Any, *, n_groups: int, heads_per_group: int,
-                nope_dim: int, rope_dim: int, o_lora_rank: int, **_: Any) -> torch.Tensor:
+def bf16_o_proj(
+    o: torch.Tensor,
+    positions: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    wo_a: torch.nn.Module,
+    wo_b: Any,
+    *,
+    n_groups: int,
+    heads_per_group: int,
+    nope_dim: int,
+    rope_dim: int,
+    o_lora_rank: int,
+    **_: Any,
+) -> torch.Tensor:
     """The O projection for an unquantized `wo_a` ([n_groups * o_lora_rank, heads_per_group
     * head_dim], rows grouped by output group)."""
     tokens = o.shape[0]

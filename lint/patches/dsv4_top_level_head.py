@@ -10,7 +10,8 @@ vLLM shared neither `shared_head.head`). Mirrors the loader fix proposed in vLLM
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 _ALIASES = {"head.weight": "mtp.{i}.head.weight", "embed.weight": "mtp.{i}.emb.tok_emb.weight"}
 

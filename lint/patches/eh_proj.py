@@ -33,15 +33,22 @@ def _wrap(cls: Any) -> None:
         vllm_config = get_current_vllm_config()
         prefix = kwargs.get("prefix", args[1] if len(args) > 1 else "")
         quant_config = vllm_config.quant_config
-        model_config = (vllm_config.speculative_config.draft_model_config
-                        if vllm_config.speculative_config else vllm_config.model_config)
-        if quant_config is None or not module_quantized(str(model_config.model), model_config.hf_config,
-                                                        ".eh_proj"):
+        model_config = (
+            vllm_config.speculative_config.draft_model_config
+            if vllm_config.speculative_config
+            else vllm_config.model_config
+        )
+        if quant_config is None or not module_quantized(str(model_config.model), model_config.hf_config, ".eh_proj"):
             return
         linear = self.eh_proj
-        self.eh_proj = ReplicatedLinear(linear.in_features, linear.out_features, bias=False,
-                                        quant_config=quant_config, prefix=f"{prefix}.eh_proj",
-                                        return_bias=False)
+        self.eh_proj = ReplicatedLinear(
+            linear.in_features,
+            linear.out_features,
+            bias=False,
+            quant_config=quant_config,
+            prefix=f"{prefix}.eh_proj",
+            return_bias=False,
+        )
 
     cls.__init__ = __init__
 

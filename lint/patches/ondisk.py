@@ -37,8 +37,12 @@ def mtp_key_pattern(hf_config: Any) -> re.Pattern[str]:
     and DeepSeek/GLM-style `model.layers.{N+i}.`), used only to decide what a patch does."""
     text = getattr(hf_config, "text_config", None) or hf_config
     n = getattr(text, "num_hidden_layers", None)
-    depth = (getattr(text, "num_nextn_predict_layers", None) or getattr(text, "mtp_num_hidden_layers", None)
-             or getattr(text, "n_predict", None) or 1)
+    depth = (
+        getattr(text, "num_nextn_predict_layers", None)
+        or getattr(text, "mtp_num_hidden_layers", None)
+        or getattr(text, "n_predict", None)
+        or 1
+    )
     alts = [r"(?:model\.|language_model\.|model\.language_model\.)?mtp[._]", r"model\.mtp_layers\."]
     if isinstance(n, int):
         alts.append(r"model\.layers\.(?:%s)\." % "|".join(str(n + i) for i in range(int(depth))))

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import BadInput
 
@@ -37,28 +38,58 @@ class Patch:
         return not self.paths or (path is not None and any(re.search(p, path) for p in self.paths))
 
 
-PATCHES: dict[str, Patch] = {p.id: p for p in (
-    Patch("draft-unquantized-mtp-block", ("MTP002",), ">=0.20",
-          "https://github.com/vllm-project/vllm/issues/43893",
-          "build the MTP draft unquantized when every MTP tensor on disk is unquantized",
-          "draft_unquantized", models=("draft",)),
-    Patch("dsv4-mtp-route-top-level-head", ("MTP004",), ">=0.20",
-          "https://github.com/vllm-project/vllm/pull/43459",
-          "route top-level head.weight/embed.weight into each DeepSeek-V4 MTP layer",
-          "dsv4_top_level_head", models=("draft",)),
-    Patch("mtp-quant-aware-eh-proj", ("MTP003",), ">=0.20",
-          "https://github.com/vllm-project/vllm/pull/48506",
-          "build a quantized eh_proj of DeepSeek/GLM MTP drafts with its quant method",
-          "eh_proj", models=("draft",), paths=(r"\.eh_proj$",)),
-    Patch("dsv4-o-proj-bf16-fallback", ("MTP010",), ">=0.23,<0.30",
-          "https://github.com/vllm-project/vllm/pull/44847",
-          "run DeepSeek-V4's O projection in BF16 when wo_a has no FP8 scale (fixed in vLLM 0.30.0)",
-          "dsv4_o_proj_bf16", paths=(r"\.attn\.wo_a$",)),
-    Patch("dsv4-mtp-eproj-prefix", ("MTP009",), ">=0.20,<0.24",
-          "https://github.com/vllm-project/vllm/pull/44837",
-          "pass prefix= to DeepSeek-V4 MTP e_proj/h_proj so quant configs match them (fixed in vLLM 0.24.0)",
-          "dsv4_eproj_prefix", models=("draft",), paths=(r"^$", r"\.[eh]_proj$")),
-)}
+PATCHES: dict[str, Patch] = {
+    p.id: p
+    for p in (
+        Patch(
+            "draft-unquantized-mtp-block",
+            ("MTP002",),
+            ">=0.20",
+            "https://github.com/vllm-project/vllm/issues/43893",
+            "build the MTP draft unquantized when every MTP tensor on disk is unquantized",
+            "draft_unquantized",
+            models=("draft",),
+        ),
+        Patch(
+            "dsv4-mtp-route-top-level-head",
+            ("MTP004",),
+            ">=0.20",
+            "https://github.com/vllm-project/vllm/pull/43459",
+            "route top-level head.weight/embed.weight into each DeepSeek-V4 MTP layer",
+            "dsv4_top_level_head",
+            models=("draft",),
+        ),
+        Patch(
+            "mtp-quant-aware-eh-proj",
+            ("MTP003",),
+            ">=0.20",
+            "https://github.com/vllm-project/vllm/pull/48506",
+            "build a quantized eh_proj of DeepSeek/GLM MTP drafts with its quant method",
+            "eh_proj",
+            models=("draft",),
+            paths=(r"\.eh_proj$",),
+        ),
+        Patch(
+            "dsv4-o-proj-bf16-fallback",
+            ("MTP010",),
+            ">=0.23,<0.30",
+            "https://github.com/vllm-project/vllm/pull/44847",
+            "run DeepSeek-V4's O projection in BF16 when wo_a has no FP8 scale (fixed in vLLM 0.30.0)",
+            "dsv4_o_proj_bf16",
+            paths=(r"\.attn\.wo_a$",),
+        ),
+        Patch(
+            "dsv4-mtp-eproj-prefix",
+            ("MTP009",),
+            ">=0.20,<0.24",
+            "https://github.com/vllm-project/vllm/pull/44837",
+            "pass prefix= to DeepSeek-V4 MTP e_proj/h_proj so quant configs match them (fixed in vLLM 0.24.0)",
+            "dsv4_eproj_prefix",
+            models=("draft",),
+            paths=(r"^$", r"\.[eh]_proj$"),
+        ),
+    )
+}
 
 
 def in_range(version: str, specifier: str) -> bool:
@@ -93,8 +124,7 @@ def check_version(patch: Patch) -> None:
 def apply(ids: list[str]) -> list[dict[str, Any]]:
     unknown = [i for i in ids if i not in PATCHES]
     if unknown:
-        raise BadInput(f"unknown runtime patch id(s): {', '.join(unknown)}; "
-                       f"bundled: {', '.join(PATCHES)}")
+        raise BadInput(f"unknown runtime patch id(s): {', '.join(unknown)}; bundled: {', '.join(PATCHES)}")
     out = []
     for i in ids:
         patch = PATCHES[i]

@@ -19,8 +19,7 @@ def _params(model: Any) -> dict[str, dict[str, Any]]:
         return {}
     out = {}
     for name, p in model.named_parameters(remove_duplicate=False):
-        out[name] = {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."),
-                     "module_class": None}
+        out[name] = {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."), "module_class": None}
     for path, module in model.named_modules():
         for pname, _ in module.named_parameters(recurse=False):
             full = f"{path}.{pname}" if path else pname
@@ -69,19 +68,25 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     timings["construct"] = time.perf_counter() - t
     hf = built.spec_config.draft_model_config.hf_config
     report["models"] = {
-        "target": {"class": _model_class(built.target),
-                   "architecture": built.vllm_config.model_config.architectures[0]},
-        "draft": {"class": _model_class(built.draft),
-                  "architecture": built.spec_config.draft_model_config.architectures[0],
-                  "n_predict": built.spec_config.num_speculative_tokens and getattr(
-                      built.spec_config.draft_model_config.hf_config, "n_predict", None)},
+        "target": {
+            "class": _model_class(built.target),
+            "architecture": built.vllm_config.model_config.architectures[0],
+        },
+        "draft": {
+            "class": _model_class(built.draft),
+            "architecture": built.spec_config.draft_model_config.architectures[0],
+            "n_predict": built.spec_config.num_speculative_tokens
+            and getattr(built.spec_config.draft_model_config.hf_config, "n_predict", None),
+        },
     }
-    report["draft_hf_config"] = {k: v for k, v in hf.to_dict().items()
-                                 if isinstance(v, (int, float, str, bool, type(None), list))}
+    report["draft_hf_config"] = {
+        k: v for k, v in hf.to_dict().items() if isinstance(v, (int, float, str, bool, type(None), list))
+    }
     report["quant"] = {
         "method": built.vllm_config.model_config.quantization,
         "config_class": type(built.vllm_config.quant_config).__name__
-        if built.vllm_config.quant_config is not None else None,
+        if built.vllm_config.quant_config is not None
+        else None,
         "draft_method": getattr(built.spec_config, "quantization", None),
     }
     report["construction_errors"] = built.errors
@@ -98,8 +103,9 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
             continue
         t = time.perf_counter()
         with set_current_vllm_config(built.vllm_config):
-            run = dryrun.run(model, tensors, mtp_completeness=(name == "draft"),
-                             elide=not request.get("no_elision", False))
+            run = dryrun.run(
+                model, tensors, mtp_completeness=(name == "draft"), elide=not request.get("no_elision", False)
+            )
         timings[f"load_{name}"] = time.perf_counter() - t
         report["load"][name] = {
             "fed": run.fed,
@@ -107,17 +113,19 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
             "loaded_params": sorted(run.loaded_params),
             "params_hit": sorted(run.params_loaded_by_loader),
             "completeness_error": run.completeness_error,
-            "elided": {"tensors": len(run.elided), "groups": len(set(run.elided.values())),
-                       "rule": "per-expert tensors identical in name pattern, dtype and shape over a "
-                               "contiguous expert range: first and last expert fed, the rest attributed "
-                               "like the first"},
+            "elided": {
+                "tensors": len(run.elided),
+                "groups": len(set(run.elided.values())),
+                "rule": "per-expert tensors identical in name pattern, dtype and shape over a "
+                "contiguous expert range: first and last expert fed, the rest attributed "
+                "like the first",
+            },
         }
 
     if built.target is not None and built.draft is not None:
         t = time.perf_counter()
         with set_current_vllm_config(built.vllm_config):
-            report["wiring"] = wiring.replay(built.draft, built.target, built.vllm_config,
-                                             built.spec_config)
+            report["wiring"] = wiring.replay(built.draft, built.target, built.vllm_config, built.spec_config)
         timings["wiring"] = time.perf_counter() - t
 
     qc = built.vllm_config.quant_config
@@ -139,7 +147,8 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
 
         report["exclusions"] = matchers.match_entries(qc, original, layers, consultations, model_of)
         report["exclusions"]["as_written"] = matchers.as_written(
-            report["exclusions"], getattr(built.vllm_config.model_config.hf_config, "quantization_config", None))
+            report["exclusions"], getattr(built.vllm_config.model_config.hf_config, "quantization_config", None)
+        )
         timings["exclusions"] = time.perf_counter() - t
     report["kernels"] = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])
     timings["total"] = time.perf_counter() - t0

@@ -47,12 +47,16 @@ def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase:
     def recording_get_quant_method(layer: Any, prefix: str) -> Any:
         method = original(layer, prefix)
         scheme = getattr(layer, "scheme", None)
-        sink.append(QuantDecision(
-            model=phase[0], prefix=prefix, layer_class=type(layer).__name__,
-            method=type(method).__name__ if method is not None else None,
-            scheme=type(scheme).__name__ if scheme is not None else None,
-            layer=layer,
-        ))
+        sink.append(
+            QuantDecision(
+                model=phase[0],
+                prefix=prefix,
+                layer_class=type(layer).__name__,
+                method=type(method).__name__ if method is not None else None,
+                scheme=type(scheme).__name__ if scheme is not None else None,
+                layer=layer,
+            )
+        )
         return method
 
     quant_config.get_quant_method = recording_get_quant_method
@@ -60,7 +64,12 @@ def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase:
 
 def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
     from vllm.config import (
-        DeviceConfig, LoadConfig, ModelConfig, ParallelConfig, SpeculativeConfig, VllmConfig,
+        DeviceConfig,
+        LoadConfig,
+        ModelConfig,
+        ParallelConfig,
+        SpeculativeConfig,
+        VllmConfig,
     )
 
     serve = request.get("serve_args", {})
@@ -70,8 +79,10 @@ def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
         trust_remote_code=bool(request.get("trust_remote_code")),
         **({"dtype": serve["dtype"]} if serve.get("dtype") else {}),
     )
-    parallel_config = ParallelConfig(tensor_parallel_size=request["tensor_parallel_size"],
-                                     pipeline_parallel_size=request.get("pipeline_parallel_size", 1))
+    parallel_config = ParallelConfig(
+        tensor_parallel_size=request["tensor_parallel_size"],
+        pipeline_parallel_size=request.get("pipeline_parallel_size", 1),
+    )
     spec_config = SpeculativeConfig(
         method="mtp",
         num_speculative_tokens=request["num_speculative_tokens"],
@@ -81,6 +92,7 @@ def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
     extra: dict[str, Any] = {}
     if serve.get("kv_cache_dtype"):
         from vllm.config import CacheConfig
+
         extra["cache_config"] = CacheConfig(cache_dtype=serve["kv_cache_dtype"])
     vllm_config = VllmConfig(
         model_config=model_config,
@@ -99,14 +111,16 @@ def init_parallel(tensor_parallel_size: int, pipeline_parallel_size: int = 1) ->
     With PP=P it reports the last pipeline rank: the one that runs the MTP draft."""
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
     from vllm.distributed.parallel_state import (
-        get_pp_group, get_tp_group, model_parallel_is_initialized,
+        get_pp_group,
+        get_tp_group,
+        model_parallel_is_initialized,
     )
 
     if not model_parallel_is_initialized():
         port = 20000 + os.getpid() % 20000
-        init_distributed_environment(world_size=1, rank=0, local_rank=0,
-                                     distributed_init_method=f"tcp://127.0.0.1:{port}",
-                                     backend="gloo")
+        init_distributed_environment(
+            world_size=1, rank=0, local_rank=0, distributed_init_method=f"tcp://127.0.0.1:{port}", backend="gloo"
+        )
         initialize_model_parallel(1, 1)
     if tensor_parallel_size > 1:
         group = get_tp_group()
@@ -154,8 +168,7 @@ def build(request: dict[str, Any]) -> Built:
         draft_model_config = spec_config.draft_model_config
         with set_default_torch_dtype(draft_model_config.dtype), meta_device_mode():
             try:
-                built.draft = initialize_model(vllm_config=draft_vllm_config,
-                                               model_config=draft_model_config)
+                built.draft = initialize_model(vllm_config=draft_vllm_config, model_config=draft_model_config)
             except Exception as exc:
                 built.errors["draft"] = _error_record(exc)
     _attach_module_paths(built)
@@ -231,6 +244,12 @@ def _attach_module_paths(built: Built) -> None:
         for prefix, path in by_prefix.items():
             method = getattr(model.get_submodule(path), "quant_method", None)
             if prefix not in recorded and method is not None:
-                built.decisions.append(QuantDecision(
-                    model=model_name, prefix=prefix, layer_class=type(model.get_submodule(path)).__name__,
-                    method=type(method).__name__, module=path))
+                built.decisions.append(
+                    QuantDecision(
+                        model=model_name,
+                        prefix=prefix,
+                        layer_class=type(model.get_submodule(path)).__name__,
+                        method=type(method).__name__,
+                        module=path,
+                    )
+                )

@@ -9,15 +9,28 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from .frames import error_record
 
 TORCH_DTYPES = {
-    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "I32": "int32",
-    "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
-    "F32": "float32", "F64": "float64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+    "BOOL": "bool",
+    "U8": "uint8",
+    "I8": "int8",
+    "I16": "int16",
+    "U16": "uint16",
+    "I32": "int32",
+    "U32": "uint32",
+    "I64": "int64",
+    "U64": "uint64",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F32": "float32",
+    "F64": "float64",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
     "F8_E8M0": "float8_e8m0fnu",
 }
 
@@ -130,8 +143,9 @@ def _completeness_switch() -> Any:
     return disable_mtp_completeness_check
 
 
-def run(model: Any, tensors: list[tuple[str, str, list[int]]], *,
-        mtp_completeness: bool = False, elide: bool = True) -> DryRun:
+def run(
+    model: Any, tensors: list[tuple[str, str, list[int]]], *, mtp_completeness: bool = False, elide: bool = True
+) -> DryRun:
     """Feed `tensors` (name, dtype, shape) to model.load_weights; resume after errors."""
     import time
 
@@ -166,8 +180,12 @@ def run(model: Any, tensors: list[tuple[str, str, list[int]]], *,
                 except Exception as exc:
                     # The key the generator last handed out is the one being loaded.
                     culprit = tensors[position][0] if position < len(tensors) else None
-                    if (culprit is None and mtp_completeness and isinstance(exc, ValueError)
-                            and disable_completeness is contextlib.nullcontext):
+                    if (
+                        culprit is None
+                        and mtp_completeness
+                        and isinstance(exc, ValueError)
+                        and disable_completeness is contextlib.nullcontext
+                    ):
                         # vLLM before mtp_validation (< 0.27) checks completeness at the end of
                         # every load_weights() call and cannot be told not to. After an
                         # uninterrupted call that is the verdict; after a resume it saw only the

@@ -12,7 +12,7 @@ def vllm_frame(exc: BaseException) -> dict[str, Any] | None:
     for frame in traceback.extract_tb(exc.__traceback__):
         path = frame.filename.replace("\\", "/")
         if "/vllm/" in path and "/mtplint/" not in path:
-            rel = path[path.rfind("/vllm/") + 1:]
+            rel = path[path.rfind("/vllm/") + 1 :]
             found = {"file": rel, "line": frame.lineno, "function": frame.name, "code": frame.line}
     return found
 

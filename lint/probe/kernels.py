@@ -27,8 +27,10 @@ def evaluate(vllm_config: Any, num_speculative_tokens: int) -> dict[str, Any]:
         return out
     native_decode = _predicate("vllm.v1.attention.backends.mla.indexer", "_supports_native_decode")
     native_next_n = _predicate("vllm.utils.deep_gemm", "native_next_n_supported")
-    for label, fn in (("vllm.v1.attention.backends.mla.indexer._supports_native_decode", native_decode),
-                      ("vllm.utils.deep_gemm.native_next_n_supported", native_next_n)):
+    for label, fn in (
+        ("vllm.v1.attention.backends.mla.indexer._supports_native_decode", native_decode),
+        ("vllm.utils.deep_gemm.native_next_n_supported", native_next_n),
+    ):
         if fn is None:
             continue
         try:

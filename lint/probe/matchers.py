@@ -66,14 +66,15 @@ def direct_matcher(quant_config: Any, attr: str) -> Any:
     fused = getattr(quant_config, "packed_modules_mapping", {}) or {}
     qname = type(quant_config).__name__
     if attr == "ignore" and qname.startswith("CompressedTensors"):
-        should_ignore = fn("vllm.model_executor.layers.quantization.compressed_tensors.utils",
-                           "should_ignore_layer")
+        should_ignore = fn("vllm.model_executor.layers.quantization.compressed_tensors.utils", "should_ignore_layer")
         if should_ignore is not None:
             return lambda entry, prefix: should_ignore(prefix, ignore=[entry], fused_mapping=fused)
     if attr == "exclude_modules" and hasattr(quant_config, "is_layer_excluded"):
+
         def modelopt(entry: str, prefix: str) -> bool:
             with _narrowed(quant_config, attr, [entry]):
                 return bool(quant_config.is_layer_excluded(prefix))
+
         return modelopt
     if attr in ("ignored_layers", "modules_to_not_convert"):
         skipped = fn("vllm.model_executor.layers.quantization.utils.quant_utils", "is_layer_skipped")
@@ -85,16 +86,22 @@ def direct_matcher(quant_config: Any, attr: str) -> Any:
     if attr == "dynamic":
         override = fn("vllm.model_executor.layers.quantization.utils.gptq_utils", "get_dynamic_override")
         if override is not None:
+
             def gptq(entry: str, prefix: str) -> bool:
                 with _narrowed(quant_config, attr, {entry: quant_config.dynamic[entry]}):
                     return override(quant_config, layer_name=prefix) is False
+
             return gptq
     return None
 
 
-def match_entries(quant_config: Any, get_quant_method: Any,
-                  layers: list[tuple[str, str, Any]], consultations: list[dict[str, Any]] | None = None,
-                  model_of: Any = None) -> dict[str, Any]:
+def match_entries(
+    quant_config: Any,
+    get_quant_method: Any,
+    layers: list[tuple[str, str, Any]],
+    consultations: list[dict[str, Any]] | None = None,
+    model_of: Any = None,
+) -> dict[str, Any]:
     """layers: (model, prefix, layer object). Returns {attr, entries: {entry: [model:prefix...]}}.
 
     Lists a config reads through a method of its own (CONSULTING_METHODS) are evaluated
@@ -109,8 +116,7 @@ def match_entries(quant_config: Any, get_quant_method: Any,
     return result
 
 
-def _match_primary(quant_config: Any, get_quant_method: Any,
-                   layers: list[tuple[str, str, Any]]) -> dict[str, Any]:
+def _match_primary(quant_config: Any, get_quant_method: Any, layers: list[tuple[str, str, Any]]) -> dict[str, Any]:
     attr = exclusion_attr(quant_config)
     if attr is None:
         return {"attr": None, "entries": {}}
@@ -162,9 +168,7 @@ def _match_primary(quant_config: Any, get_quant_method: Any,
 # whether the routed experts at `prefix` are NVFP4 or stay native MXFP4: it maps the
 # construction prefix back to the on-disk aggregate (`model.layers.43.ffn.experts` ->
 # `mtp.0.ffn.experts`) and fnmatches that one name against the entries.
-CONSULTING_METHODS = (
-    ("deepseek_v4_fp8", "_is_nvfp4_expert_layer", "_modelopt_ignore", "ignore"),
-)
+CONSULTING_METHODS = (("deepseek_v4_fp8", "_is_nvfp4_expert_layer", "_modelopt_ignore", "ignore"),)
 
 
 class _FnmatchRecorder:
@@ -223,6 +227,7 @@ def record_consultations():
             return get_current_vllm_config()
         except Exception:
             return None
+
     for qname, meth, attr, key in CONSULTING_METHODS:
         try:
             cls = get_quantization_config(qname)
@@ -233,15 +238,32 @@ def record_consultations():
             continue
 
         @functools.wraps(original)
-        def spy(self: Any, prefix: str, *args: Any, __orig: Any = original, __meth: str = meth,
-                __attr: str = attr, __key: str = key, **kwargs: Any) -> Any:
+        def spy(
+            self: Any,
+            prefix: str,
+            *args: Any,
+            __orig: Any = original,
+            __meth: str = meth,
+            __attr: str = attr,
+            __key: str = key,
+            **kwargs: Any,
+        ) -> Any:
             names: list[str] = []
             with _recording_fnmatch(__orig, names) as recorded:
                 out = __orig(self, prefix, *args, **kwargs)
-            records.append({"config": self, "method": __meth, "attr": __attr, "key": __key,
-                            "function": __orig, "prefix": prefix,
-                            "vllm_config": current_config(),
-                            "compared": names[0] if names else None, "recorded": recorded})
+            records.append(
+                {
+                    "config": self,
+                    "method": __meth,
+                    "attr": __attr,
+                    "key": __key,
+                    "function": __orig,
+                    "prefix": prefix,
+                    "vllm_config": current_config(),
+                    "compared": names[0] if names else None,
+                    "recorded": recorded,
+                }
+            )
             return out
 
         restore.append((cls, meth, cls.__dict__.get(meth)))
@@ -305,9 +327,17 @@ def match_consulted(records: list[dict[str, Any]], model_of: Any = None) -> list
                                 hits[entry].append(where)
                     except Exception as exc:
                         errors[entry] = str(exc)[:300]
-        sections.append({"attr": first["key"], "config_key": first["key"], "matcher": "direct",
-                         "via": f"{type(qc).__name__}.{first['method']}", "entries": hits,
-                         "consulted": consulted, "errors": errors})
+        sections.append(
+            {
+                "attr": first["key"],
+                "config_key": first["key"],
+                "matcher": "direct",
+                "via": f"{type(qc).__name__}.{first['method']}",
+                "entries": hits,
+                "consulted": consulted,
+                "errors": errors,
+            }
+        )
     return sections
 
 

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import BadInput, ProbeFailure
 from ..inventory.model import Inventory
@@ -44,12 +45,17 @@ class ProbeRequest:
     trust_remote_code: bool = False  # execute the checkpoint's configuration code (opt-in)
 
     def key_fields(self) -> dict[str, Any]:
-        return {"sm": list(self.sm), "gpu_name": self.gpu_name,
-                "num_speculative_tokens": self.num_speculative_tokens,
-                "tensor_parallel_size": self.tensor_parallel_size,
-                "pipeline_parallel_size": self.pipeline_parallel_size,
-                "patches": sorted(self.patches), "serve_args": self.serve_args, "elide": self.elide,
-                "trust_remote_code": self.trust_remote_code}
+        return {
+            "sm": list(self.sm),
+            "gpu_name": self.gpu_name,
+            "num_speculative_tokens": self.num_speculative_tokens,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.pipeline_parallel_size,
+            "patches": sorted(self.patches),
+            "serve_args": self.serve_args,
+            "elide": self.elide,
+            "trust_remote_code": self.trust_remote_code,
+        }
 
 
 def _package_dir() -> Path:
@@ -70,7 +76,7 @@ def vllm_identity(python: str | None) -> dict[str, Any]:
         "    p = pathlib.Path(s.origin).parent / '_version.py'\n"
         "    if p.exists():\n"
         "        t = p.read_text()\n"
-        "        mm = re.search(r\"__commit_id__\\s*=\\s*(?:commit_id\\s*=\\s*)?['\\\"]([^'\\\"]+)['\\\"]\", t)\n"
+        '        mm = re.search(r"__commit_id__\\s*=\\s*(?:commit_id\\s*=\\s*)?[\'\\"]([^\'\\"]+)[\'\\"]", t)\n'
         "        c = mm.group(1) if mm else None\n"
         "print(json.dumps({'version': v, 'commit': c, 'python': __import__('sys').executable}))\n"
     )
@@ -91,8 +97,10 @@ def check_vllm_commit(wanted: str | None, identity: dict[str, Any]) -> None:
         return
     version, commit = identity.get("version"), identity.get("commit")
     if version is None:
-        raise BadInput(f"no vLLM is installed in {identity.get('python')}; install it or pass "
-                       "--vllm-python PATH to an interpreter that has it")
+        raise BadInput(
+            f"no vLLM is installed in {identity.get('python')}; install it or pass "
+            "--vllm-python PATH to an interpreter that has it"
+        )
     w = wanted.lower().removeprefix("v")
     candidates = [version.lower()]
     if commit:
@@ -129,9 +137,14 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
-def run_probe(inventory: Inventory, request: ProbeRequest, *,
-              identity: dict[str, Any] | None = None, use_cache: bool = True,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_probe(
+    inventory: Inventory,
+    request: ProbeRequest,
+    *,
+    identity: dict[str, Any] | None = None,
+    use_cache: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     identity = identity or vllm_identity(request.python)
     key = cache_key(inventory, request, identity)
     if use_cache:
@@ -149,8 +162,9 @@ def run_probe(inventory: Inventory, request: ProbeRequest, *,
     return report
 
 
-def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
-               progress: Callable[[str], None] | None) -> dict[str, Any]:
+def _run_child(
+    inventory: Inventory, request: ProbeRequest, tmp: Path, progress: Callable[[str], None] | None
+) -> dict[str, Any]:
     config_dir = tmp / "config"
     config_dir.mkdir()
     # vLLM reads only configuration from the model directory here; the weights come
@@ -165,15 +179,18 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
         if src.is_file():
             (config_dir / extra).write_bytes(src.read_bytes())
     tensors_file = tmp / "tensors.json"
-    tensors_file.write_text(json.dumps(
-        [[t.name, t.dtype, list(t.shape)] for t in inventory.tensors.values()]))
+    tensors_file.write_text(json.dumps([[t.name, t.dtype, list(t.shape)] for t in inventory.tensors.values()]))
     req = {
-        "config_dir": str(config_dir), "tensors_file": str(tensors_file),
-        "sm": list(request.sm), "gpu_name": request.gpu_name, "gpu_memory": request.gpu_memory,
+        "config_dir": str(config_dir),
+        "tensors_file": str(tensors_file),
+        "sm": list(request.sm),
+        "gpu_name": request.gpu_name,
+        "gpu_memory": request.gpu_memory,
         "num_speculative_tokens": request.num_speculative_tokens,
         "tensor_parallel_size": request.tensor_parallel_size,
         "pipeline_parallel_size": request.pipeline_parallel_size,
-        "patches": request.patches, "serve_args": request.serve_args,
+        "patches": request.patches,
+        "serve_args": request.serve_args,
         "no_elision": not request.elide,
         "trust_remote_code": request.trust_remote_code,
     }
@@ -195,8 +212,7 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
     stderr_file = tmp / "stderr.txt"
     started = time.perf_counter()
     with open(stderr_file, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env, cwd=tmp,
-                                start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
         try:
             rc = proc.wait(timeout=request.timeout)
         except subprocess.TimeoutExpired:
@@ -205,7 +221,8 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
             raise ProbeFailure(
                 f"the vLLM probe did not finish within {request.timeout:.0f} s and was killed "
                 f"(raise --probe-timeout if the machine is slow)",
-                detail=_tail(stderr_file)) from None
+                detail=_tail(stderr_file),
+            ) from None
     elapsed = time.perf_counter() - started
     if rc != 0:
         how = f"was killed by signal {-rc} ({signal.Signals(-rc).name})" if rc < 0 else f"exited with status {rc}"
@@ -222,17 +239,22 @@ def _run_child(inventory: Inventory, request: ProbeRequest, tmp: Path,
 # Config-stage errors that say "this vLLM cannot be probed here", not "this checkpoint is
 # wrong": reported as probe failures (exit 3), never as findings about the artifact.
 _ENVIRONMENT_ERRORS = (
-    ("failed to be inspected", "vLLM could not inspect the model class on this machine (its "
-     "registry import failed; multimodal classes need a torchvision that loads beside this torch)"),
+    (
+        "failed to be inspected",
+        "vLLM could not inspect the model class on this machine (its "
+        "registry import failed; multimodal classes need a torchvision that loads beside this torch)",
+    ),
 )
 
 
 def _raise_for_usage(report: dict[str, Any]) -> None:
     message = (report.get("config_error") or {}).get("message", "")
     if "trust_remote_code" in message:
-        raise BadInput("config.json names custom configuration code (auto_map), which the probe runs "
-                       "only when asked: pass --trust-remote-code if you trust this checkpoint",
-                       detail=message[-1500:])
+        raise BadInput(
+            "config.json names custom configuration code (auto_map), which the probe runs "
+            "only when asked: pass --trust-remote-code if you trust this checkpoint",
+            detail=message[-1500:],
+        )
 
 
 def _raise_for_environment(report: dict[str, Any]) -> None:
@@ -240,8 +262,7 @@ def _raise_for_environment(report: dict[str, Any]) -> None:
     message = err.get("message", "")
     for needle, why in _ENVIRONMENT_ERRORS:
         if needle in message:
-            raise ProbeFailure(f"the vLLM probe cannot build this architecture here: {why}",
-                               detail=message[-1500:])
+            raise ProbeFailure(f"the vLLM probe cannot build this architecture here: {why}", detail=message[-1500:])
 
 
 _EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]: )?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)): (.*)$")
@@ -259,8 +280,10 @@ def _crash_summary(tail: str, python: str | None) -> str:
     where = f" (at {frame.group(1)}:{frame.group(2)})" if frame else ""
     out = f": {exc.group(1)}: {exc.group(2)}{where}"
     if exc.group(1) == "ModuleNotFoundError":
-        out += (f"; the probed environment ({python or sys.executable}) lacks a package this vLLM "
-                "imports: install it there (scripts/alt_vllm.sh VERSION PACKAGE for a release beside the pin)")
+        out += (
+            f"; the probed environment ({python or sys.executable}) lacks a package this vLLM "
+            "imports: install it there (scripts/alt_vllm.sh VERSION PACKAGE for a release beside the pin)"
+        )
     return out
 
 

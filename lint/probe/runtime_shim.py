@@ -47,9 +47,21 @@ NATIVE_MODULES = (
 LATE_STUBS = ("torchvision",)
 
 # torch.ops namespaces that vLLM's native extensions would have registered.
-OP_NAMESPACES = ("_C", "_C_cache_ops", "_C_custom_ar", "_moe_C", "_rocm_C", "_qutlass_C",
-                 "_flashmla_C", "_flashmla_extension_C", "_vllm_fa2_C", "_vllm_fa3_C",
-                 "_deepselect_C", "_flashkda_C", "_C_utils")
+OP_NAMESPACES = (
+    "_C",
+    "_C_cache_ops",
+    "_C_custom_ar",
+    "_moe_C",
+    "_rocm_C",
+    "_qutlass_C",
+    "_flashmla_C",
+    "_flashmla_extension_C",
+    "_vllm_fa2_C",
+    "_vllm_fa3_C",
+    "_deepselect_C",
+    "_flashkda_C",
+    "_C_utils",
+)
 
 
 class _Inert:
@@ -58,7 +70,7 @@ class _Inert:
     def __init__(self, name: str):
         self._name = name
 
-    def __call__(self, *args: Any, **kwargs: Any) -> "_Inert":
+    def __call__(self, *args: Any, **kwargs: Any) -> _Inert:
         # Also used as a decorator factory (`@tilelang.jit(...)`), so it returns another
         # stub rather than a plain value.
         return _Inert(f"{self._name}()")
@@ -68,7 +80,7 @@ class _Inert:
         # answering "no" keeps vLLM on its portable paths without pretending support.
         return False
 
-    def __getattr__(self, item: str) -> "_Inert":
+    def __getattr__(self, item: str) -> _Inert:
         if item.startswith("__"):
             raise AttributeError(item)
         return _Inert(f"{self._name}.{item}")
@@ -76,7 +88,7 @@ class _Inert:
     def __iter__(self) -> Any:
         return iter(())
 
-    def __getitem__(self, item: Any) -> "_Inert":
+    def __getitem__(self, item: Any) -> _Inert:
         return self
 
     def __repr__(self) -> str:
@@ -210,7 +222,7 @@ class _InertStream:
     def __init__(self, *args: Any, **kwargs: Any):
         pass
 
-    def __enter__(self) -> "_InertStream":
+    def __enter__(self) -> _InertStream:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -237,8 +249,7 @@ def install_cuda_inert_objects() -> None:
     torch.cuda.current_device = lambda: 0  # type: ignore[assignment]
 
 
-def install_platform(sm: tuple[int, int], device_name: str, total_memory: int,
-                     device_count: int = 8) -> Any:
+def install_platform(sm: tuple[int, int], device_name: str, total_memory: int, device_count: int = 8) -> Any:
     """Stand a CUDA platform with the requested compute capability in for the real one."""
     import vllm.platforms as platforms
     from vllm.platforms.cuda import NonNvmlCudaPlatform
@@ -289,10 +300,25 @@ def meta_device_mode() -> Any:
     from torch.overrides import TorchFunctionMode
 
     factories = {
-        torch.empty, torch.zeros, torch.ones, torch.full, torch.arange, torch.rand,
-        torch.randn, torch.randint, torch.tensor, torch.empty_strided, torch.eye,
-        torch.linspace, torch.as_tensor, torch.zeros_like, torch.ones_like,
-        torch.empty_like, torch.full_like, torch.rand_like, torch.randn_like,
+        torch.empty,
+        torch.zeros,
+        torch.ones,
+        torch.full,
+        torch.arange,
+        torch.rand,
+        torch.randn,
+        torch.randint,
+        torch.tensor,
+        torch.empty_strided,
+        torch.eye,
+        torch.linspace,
+        torch.as_tensor,
+        torch.zeros_like,
+        torch.ones_like,
+        torch.empty_like,
+        torch.full_like,
+        torch.rand_like,
+        torch.randn_like,
     }
     moves = {torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.pin_memory}
     meta = torch.device("meta")

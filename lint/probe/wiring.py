@@ -21,8 +21,12 @@ def replay(draft: Any, target: Any, vllm_config: Any, spec_config: Any) -> dict[
         report["errors"].append({"type": "NotFound", "message": "no speculative proposer class found"})
         return report
     report["proposer"] = f"{proposer_cls.__module__}.{proposer_cls.__qualname__}"
-    fake = _FakeProposer(model=draft, vllm_config=vllm_config, speculative_config=spec_config,
-                         draft_model_config=spec_config.draft_model_config)
+    fake = _FakeProposer(
+        model=draft,
+        vllm_config=vllm_config,
+        speculative_config=spec_config,
+        draft_model_config=spec_config.draft_model_config,
+    )
     target_lm = target
     get_language_model = getattr(target, "get_language_model", None)
     if callable(get_language_model):

@@ -46,8 +46,10 @@ def render_github(result: RunResult, rules: dict[str, Rule] | None = None, *, ur
     lines = [annotation(f, uri_prefix=uri_prefix, path=path, cause=by_id.get(f.caused_by or "")) for f in ordered]
     counts = {sev: sum(f.severity == sev for f in result.findings) for sev in SEVERITIES}
     if any(n > ANNOTATION_LIMIT for n in counts.values()):
-        lines.append(f"mtplint: GitHub shows at most {ANNOTATION_LIMIT} annotations per level per step; "
-                     "the job summary lists every finding.")
+        lines.append(
+            f"mtplint: GitHub shows at most {ANNOTATION_LIMIT} annotations per level per step; "
+            "the job summary lists every finding."
+        )
     lines.append(summary_line(result))
     return "\n".join(lines) + "\n"
 

@@ -42,4 +42,3 @@ def render_json(result: RunResult, rules: dict[str, Rule] | None = None) -> str:
 
 def load_schema() -> dict[str, Any]:
     return json.loads(resources.files("mtplint.reporters").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
-

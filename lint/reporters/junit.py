@@ -10,7 +10,6 @@ import json
 from typing import TYPE_CHECKING
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
-
 from mtplint import __version__
 from mtplint.findings import SEVERITY_RANK, Finding, RunResult
 from mtplint.reporters import at_least, checkpoint_name, fix_commands, jsonable, location_text, summary_line
@@ -23,8 +22,10 @@ def render_junit(result: RunResult, rules: dict[str, Rule] | None = None, *, fai
     if fail_on not in SEVERITY_RANK:
         raise ValueError(f"fail_on must be one of {', '.join(SEVERITY_RANK)}, not {fail_on!r}")
     path = checkpoint_name(result)
-    cases = [_case(code, name, [f for f in result.findings if f.code == code], path, fail_on)
-             for code, name in _rule_list(result)]
+    cases = [
+        _case(code, name, [f for f in result.findings if f.code == code], path, fail_on)
+        for code, name in _rule_list(result)
+    ]
     props = {
         "mtplint.version": __version__,
         "vllm.version": (result.vllm or {}).get("version"),

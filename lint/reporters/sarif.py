@@ -46,13 +46,15 @@ def build_sarif(
     locate = partial(_location, lines=lines, uri_prefix=uri_prefix, uri_base_id=uri_base_id)
     results = [_result(f, index[f.code], locate, by_id, children, checkpoint_name(result)) for f in result.findings]
     run: dict[str, Any] = {
-        "tool": {"driver": {
-            "name": "mtplint",
-            "version": __version__,
-            "semanticVersion": __version__,
-            "informationUri": INFORMATION_URI,
-            "rules": descriptors,
-        }},
+        "tool": {
+            "driver": {
+                "name": "mtplint",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "informationUri": INFORMATION_URI,
+                "rules": descriptors,
+            }
+        },
         "results": results,
         "columnKind": "unicodeCodePoints",
         "properties": _plain({"vllm": result.vllm or {}, "inputs": result.inputs or {}}),
@@ -79,8 +81,10 @@ def _descriptor(entry: dict, rule: Rule | None) -> dict:
         ex = rule.explanation
         full = ex.what
         text = f"{ex.what}\n\nWhy: {ex.why}\n\nExample: {ex.example}\n\nFix: {ex.fix}"
-        markdown = (f"{ex.what}\n\n**Why it matters.** {ex.why}\n\n**Example.** {ex.example}\n\n"
-                    f"**Fix.** {ex.fix}\n\nRun `mtplint rule {code}` for the full explanation.")
+        markdown = (
+            f"{ex.what}\n\n**Why it matters.** {ex.why}\n\n**Example.** {ex.example}\n\n"
+            f"**Fix.** {ex.fix}\n\nRun `mtplint rule {code}` for the full explanation."
+        )
         if rule.references:
             markdown += "\n\n**References.**\n" + "\n".join(f"- <{u}>" for u in rule.references)
         help_uri = rule.help_uri
@@ -114,12 +118,14 @@ def _result(f: Finding, rule_index: int, locate, by_id: dict, children: dict, pa
         "message": {"text": f.message or f"{f.code} {f.name}"},
         "locations": [locate(f)],
         "partialFingerprints": {FINGERPRINT_KEY: fingerprint(f)},
-        "properties": _plain({
-            "findingId": f.id,
-            "basis": f.basis,
-            "evidence": f.evidence,
-            "fixes": {"patches": f.fixes.patches, "artifact": f.fixes.artifact, "commands": fix_commands(f, path)},
-        }),
+        "properties": _plain(
+            {
+                "findingId": f.id,
+                "basis": f.basis,
+                "evidence": f.evidence,
+                "fixes": {"patches": f.fixes.patches, "artifact": f.fixes.artifact, "commands": fix_commands(f, path)},
+            }
+        ),
     }
     related = []
     if f.caused_by:
@@ -147,10 +153,12 @@ def fingerprint(f: Finding) -> str:
 def _location(f: Finding, lines: _LineFinder, uri_prefix: str, uri_base_id: str) -> dict:
     loc = f.location
     uri = posixpath.join(uri_prefix.strip("/"), loc.file) if uri_prefix.strip("/") else loc.file
-    out: dict[str, Any] = {"physicalLocation": {
-        "artifactLocation": {"uri": quote(uri, safe="/"), "uriBaseId": uri_base_id},
-        "region": {"startLine": lines.line(loc.file, loc.tensor, loc.config_key)},
-    }}
+    out: dict[str, Any] = {
+        "physicalLocation": {
+            "artifactLocation": {"uri": quote(uri, safe="/"), "uriBaseId": uri_base_id},
+            "region": {"startLine": lines.line(loc.file, loc.tensor, loc.config_key)},
+        }
+    }
     logical = []
     if loc.tensor:
         logical.append({"name": loc.tensor.rsplit(".", 1)[-1], "fullyQualifiedName": loc.tensor, "kind": "member"})

@@ -39,9 +39,15 @@ def render_text(result: RunResult, rules: dict[str, Rule] | None = None, *, colo
             _finding(lines, f, children, path, paint, depth=1, parent=None)
             if alike:
                 shown = ", ".join(location_text(a) for a in alike[:3])
-                lines.append("      " + paint("dim", f"(+{len(alike)} more like it, differing only in numbers: "
-                                                     f"{shown}{', ...' if len(alike) > 3 else ''}; "
-                                                     "each is in --format json)"))
+                lines.append(
+                    "      "
+                    + paint(
+                        "dim",
+                        f"(+{len(alike)} more like it, differing only in numbers: "
+                        f"{shown}{', ...' if len(alike) > 3 else ''}; "
+                        "each is in --format json)",
+                    )
+                )
         lines.append("")
     lines.append(summary_line(result))
     return "\n".join(lines) + "\n"
