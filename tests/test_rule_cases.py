@@ -127,9 +127,7 @@ def test_reports_from_a_real_lint_parse_and_validate(probe_cache, tmp_path):
     failures = suite.findall(".//failure")
     assert len(failures) >= 2  # MTP001 and MTP002 testcases fail
 
-    schema_path = Path(__file__).resolve().parents[2] / "shared" / "research" / "sarif-schema-2.1.0.json"
-    if not schema_path.exists():
-        pytest.skip(f"SARIF schema not found at {schema_path}")
+    schema_path = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
     sarif = json.loads(outs["sarif"].read_text())
     jsonschema.validators.validator_for(json.loads(schema_path.read_text()))(
         json.loads(schema_path.read_text())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .. import mtp_layout
 from ..engine.context import Context, Hit
 from . import check
 
@@ -54,7 +55,7 @@ def _suggest(prefixes: list[tuple[str, str]]) -> str:
     names = sorted({p for _m, p in prefixes})
     if not names:
         return ""
-    layers = {m.group(0) for n in names if (m := re.match(r"^(model\.)?(mtp\.)?layers\.\d+\.", n))}
+    layers = {g for n in names if (g := mtp_layout.layer_group(n))}
     if len(names) > 3 and len(layers) == 1:
         return "re:^" + re.escape(layers.pop())
     return ", ".join(names[:6]) + (" ..." if len(names) > 6 else "")

@@ -6,6 +6,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from .. import mtp_layout
 from ..engine.context import Context, Hit, is_quantized_method
 from ..findings import Location
 from . import check
@@ -260,7 +261,7 @@ def mtp_layers_missing(ctx: Context, options: dict) -> list[Hit]:
     if not err:
         return []
     cfg = ctx.inventory.config
-    key, expected = _depth_field(cfg)
+    key, expected = mtp_layout.depth_field(cfg)
     draft_fed = ctx.load("draft").get("fed", {})
     ctx.causes.setdefault("mtp-missing", "MTP006:mtp-depth")
     return [
@@ -268,7 +269,7 @@ def mtp_layers_missing(ctx: Context, options: dict) -> list[Hit]:
             key="mtp-depth",
             fields={
                 "expected": expected,
-                "found": len({t.split(".")[1] for t in draft_fed if t.startswith("mtp.")}),
+                "found": len(mtp_layout.layers_present(draft_fed, mtp_layout.num_hidden_layers(cfg))),
                 "config_key": key,
                 "error": f"{err['type']}: {err['message']}",
             },
@@ -276,14 +277,6 @@ def mtp_layers_missing(ctx: Context, options: dict) -> list[Hit]:
             evidence={"vllm_frame": err.get("frame"), "draft_tensors_loaded": len(draft_fed)},
         )
     ]
-
-
-def _depth_field(cfg: dict[str, Any]) -> tuple[str, Any]:
-    for holder, prefix in ((cfg, ""), (cfg.get("text_config") or {}, "text_config.")):
-        for k in ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "n_mtp_layers"):
-            if k in holder:
-                return prefix + k, holder[k]
-    return "num_nextn_predict_layers", None
 
 
 @check

@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .. import mtp_layout
 from ..inventory.fingerprint import fingerprint_modules
 from ..inventory.model import TensorInfo
 
@@ -32,21 +33,15 @@ def tensors_of(model_dir: str) -> tuple[TensorInfo, ...]:
 
 
 def mtp_key_pattern(hf_config: Any) -> re.Pattern[str]:
-    """On-disk names of the MTP block. A hand-written model of the layouts vLLM's MTP
-    loaders accept (`mtp.{i}.`, `model.mtp.`, `model.mtp_layers.`, `language_model.mtp.`,
-    and DeepSeek/GLM-style `model.layers.{N+i}.`), used only to decide what a patch does."""
-    text = getattr(hf_config, "text_config", None) or hf_config
-    n = getattr(text, "num_hidden_layers", None)
-    depth = (
-        getattr(text, "num_nextn_predict_layers", None)
-        or getattr(text, "mtp_num_hidden_layers", None)
-        or getattr(text, "n_predict", None)
-        or 1
-    )
-    alts = [r"(?:model\.|language_model\.|model\.language_model\.)?mtp[._]", r"model\.mtp_layers\."]
-    if isinstance(n, int):
-        alts.append(r"model\.layers\.(?:%s)\." % "|".join(str(n + i) for i in range(int(depth))))
-    return re.compile("^(?:" + "|".join(alts) + ")")
+    """On-disk names of the MTP block of the checkpoint vLLM is loading (mtplint.mtp_layout
+    owns the naming), used only to decide what a patch does."""
+    config = hf_config.to_dict() if hasattr(hf_config, "to_dict") else dict(vars(hf_config))
+    depth = mtp_layout.declared_depth(config) or _int(mtp_layout.text_config(config).get("n_predict")) or 1
+    return mtp_layout.mtp_name_pattern(config, depth)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def mtp_modules(model_dir: str, hf_config: Any) -> dict[str, Any]:

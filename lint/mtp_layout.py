@@ -1,0 +1,123 @@
+"""How each family names its MTP layers on disk, and where its config says how many there are.
+
+One owner for the on-disk MTP naming, in the style of vLLM's `_rewrite_spec_layer_name`:
+the checks, the fixer and the runtime patches call these pure functions instead of
+matching names themselves. The layouts, as vLLM 0.33.0's MTP loaders read them:
+
+| family                         | on-disk MTP layer prefix        | depth key                     |
+|--------------------------------|---------------------------------|-------------------------------|
+| DeepSeek-V4 (deepseek_v4/mtp)  | `mtp.{i}.`                      | `num_nextn_predict_layers`    |
+| DeepSeek-V3/V3.2, GLM-4.x/5.x  | `model.layers.{N+i}.`           | `num_nextn_predict_layers`    |
+| Qwen3-Next, Qwen3.5 (+ VL)     | `mtp.layers.{i}.` (+ shared `mtp.fc`, `mtp.norm`, ...) | `mtp_num_hidden_layers` |
+| MiMo                           | `model.mtp_layers.{i}.`         | `num_nextn_predict_layers`    |
+
+N is the config's `num_hidden_layers` (of `text_config` for wrapped models). A leading
+`model.`/`language_model.`/`model.language_model.` is accepted where exporters add one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+# The config keys that hold the MTP depth, in the order vLLM's configs consult them.
+DEPTH_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "n_mtp_layers")
+DEFAULT_DEPTH_KEY = "num_nextn_predict_layers"
+
+_WRAPPER = r"(?:model\.)?(?:language_model\.)?"
+# MTP layer i named by its own index: mtp.{i}. | mtp.layers.{i}. | mtp_layers.{i}.
+_OWN_INDEX = re.compile(rf"^{_WRAPPER}mtp(?:\.layers\.|_layers\.|\.)(\d+)\.")
+# A trunk-numbered layer: layers.{k}. (an MTP layer when k >= num_hidden_layers)
+_TRUNK_INDEX = re.compile(rf"^{_WRAPPER}layers\.(\d+)\.")
+# Parts of an MTP block that are not per-layer (Qwen3-Next/3.5 `mtp.fc`, `mtp.norm`).
+_SHARED_MTP = re.compile(rf"^{_WRAPPER}mtp[._]")
+
+
+def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The part of a config that describes the language model (`text_config` of VL wrappers)."""
+    text = config.get("text_config")
+    if isinstance(text, Mapping) and "num_hidden_layers" in text:
+        return text
+    return config
+
+
+def num_hidden_layers(config: Mapping[str, Any]) -> int | None:
+    n = text_config(config).get("num_hidden_layers")
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def depth_field(config: Mapping[str, Any]) -> tuple[str, Any]:
+    """(dotted config key, value) of the MTP depth the config declares; the default key and
+    None when it declares none."""
+    for holder, prefix in ((config, ""), (config.get("text_config"), "text_config.")):
+        if not isinstance(holder, Mapping):
+            continue
+        for key in DEPTH_KEYS:
+            if key in holder:
+                return prefix + key, holder[key]
+    return DEFAULT_DEPTH_KEY, None
+
+
+def declared_depth(config: Mapping[str, Any]) -> int:
+    """The MTP depth the config declares (0 when none or not an integer)."""
+    value = depth_field(config)[1]
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def mtp_layer_index(name: str, n_hidden: int | None) -> int | None:
+    """The MTP layer (0-based) an on-disk tensor or module name belongs to, or None."""
+    if m := _OWN_INDEX.match(name):
+        return int(m.group(1))
+    if n_hidden is not None and (m := _TRUNK_INDEX.match(name)):
+        k = int(m.group(1))
+        return k - n_hidden if k >= n_hidden else None
+    return None
+
+
+def is_mtp_name(name: str, n_hidden: int | None) -> bool:
+    """True for any on-disk name of the MTP block, per-layer or shared."""
+    return mtp_layer_index(name, n_hidden) is not None or bool(_SHARED_MTP.match(name))
+
+
+def layers_present(names: Iterable[str], n_hidden: int | None) -> set[int]:
+    """Every MTP layer index some name belongs to."""
+    found: set[int] = set()
+    for name in names:
+        i = mtp_layer_index(name, n_hidden)
+        if i is not None:
+            found.add(i)
+    return found
+
+
+def contiguous_depth(layers: Iterable[int]) -> int:
+    """How many MTP layers a loader can build from these: vLLM builds 0..depth-1, so only a
+    contiguous run from 0 counts."""
+    present = set(layers)
+    depth = 0
+    while depth in present:
+        depth += 1
+    return depth
+
+
+def depth_on_disk(names: Iterable[str], config: Mapping[str, Any]) -> int:
+    """The MTP depth the tensors on disk support, for this config's layout."""
+    return contiguous_depth(layers_present(names, num_hidden_layers(config)))
+
+
+def mtp_name_pattern(config: Mapping[str, Any], depth: int | None = None) -> re.Pattern[str]:
+    """A regex matching every on-disk MTP name of this config's layout (layers 0..depth-1
+    for trunk-numbered layouts; depth defaults to the declared depth, at least 1)."""
+    n = num_hidden_layers(config)
+    depth = depth if depth is not None else max(declared_depth(config), 1)
+    alts = [rf"{_WRAPPER}mtp[._]", r"model\.mtp_layers\."]
+    if n is not None:
+        alts.append(rf"{_WRAPPER}layers\.(?:{'|'.join(str(n + i) for i in range(depth))})\.")
+    return re.compile("^(?:" + "|".join(alts) + ")")
+
+
+def layer_group(name: str) -> str | None:
+    """The layer prefix of a runtime or on-disk module name (`model.layers.43.`,
+    `mtp.layers.0.`), for suggesting one anchored entry instead of many."""
+    m = re.match(r"^(model\.)?(mtp\.)?layers\.\d+\.", name)
+    return m.group(0) if m else None

@@ -1,0 +1,84 @@
+"""The one MTP naming module, on every family layout the fixture factory generates."""
+
+from __future__ import annotations
+
+import pytest
+
+from mtplint import mtp_layout as L
+
+FAMILY_NAMES = {
+    # family: (config, MTP tensor names, trunk tensor names)
+    "deepseek_v4": (
+        {"num_hidden_layers": 43, "num_nextn_predict_layers": 1},
+        ["mtp.0.attn.wq_a.weight", "mtp.0.ffn.experts.0.w1.weight", "mtp.0.enorm.weight"],
+        ["layers.42.attn.wq_a.weight", "embed.weight", "head.weight"],
+    ),
+    "deepseek_v3": (
+        {"num_hidden_layers": 61, "num_nextn_predict_layers": 1},
+        ["model.layers.61.eh_proj.weight", "model.layers.61.mlp.experts.0.gate_proj.weight"],
+        ["model.layers.60.mlp.experts.0.gate_proj.weight", "model.embed_tokens.weight"],
+    ),
+    "glm45_air": (
+        {"num_hidden_layers": 46, "num_nextn_predict_layers": 1},
+        ["model.layers.46.eh_proj.weight", "model.layers.46.shared_head.head.weight"],
+        ["model.layers.45.self_attn.q_proj.weight", "lm_head.weight"],
+    ),
+    "qwen3_next": (
+        {"num_hidden_layers": 48, "mtp_num_hidden_layers": 1},
+        ["mtp.layers.0.self_attn.q_proj.weight", "mtp.fc.weight", "mtp.norm.weight"],
+        ["model.layers.47.linear_attn.in_proj_qkvz.weight"],
+    ),
+    "qwen35_moe": (
+        {"text_config": {"num_hidden_layers": 40, "mtp_num_hidden_layers": 1}},
+        ["mtp.layers.0.mlp.experts.0.up_proj.weight", "mtp.fc.weight"],
+        ["model.language_model.layers.39.mlp.gate.weight", "model.visual.blocks.0.attn.qkv.weight"],
+    ),
+    "mimo": (
+        {"num_hidden_layers": 36, "num_nextn_predict_layers": 1},
+        ["model.mtp_layers.0.input_proj.weight", "model.mtp_layers.0.mtp_block.self_attn.q_proj.weight"],
+        ["model.layers.35.self_attn.q_proj.weight"],
+    ),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_NAMES))
+def test_depth_on_disk_counts_each_family(family):
+    config, mtp, trunk = FAMILY_NAMES[family]
+    assert L.depth_on_disk(mtp + trunk, config) == 1
+    assert L.depth_on_disk(trunk, config) == 0
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_NAMES))
+def test_mtp_names_are_told_from_trunk_names(family):
+    config, mtp, trunk = FAMILY_NAMES[family]
+    n = L.num_hidden_layers(config)
+    pattern = L.mtp_name_pattern(config)
+    assert all(L.is_mtp_name(t, n) for t in mtp)
+    assert not any(L.is_mtp_name(t, n) for t in trunk)
+    assert all(pattern.match(t) for t in mtp)
+    assert not any(pattern.match(t) for t in trunk)
+
+
+def test_trunk_numbered_layers_count_from_num_hidden_layers():
+    """DeepSeek-V3/GLM name MTP layer i `model.layers.{N+i}`: a count of `mtp.` names alone
+    would say 0 (the defect this module fixed)."""
+    config = {"num_hidden_layers": 61, "num_nextn_predict_layers": 3}
+    names = [f"model.layers.{61 + i}.eh_proj.weight" for i in (0, 1, 2)]
+    assert L.layers_present(names, 61) == {0, 1, 2}
+    assert L.depth_on_disk(names, config) == 3
+    # a gap: loaders build 0..depth-1, so layer 2 alone does not make depth 3
+    assert L.depth_on_disk(names[:1] + names[2:], config) == 1
+
+
+def test_depth_field_reads_text_config_and_defaults():
+    assert L.depth_field({"num_nextn_predict_layers": 2}) == ("num_nextn_predict_layers", 2)
+    assert L.depth_field({"text_config": {"mtp_num_hidden_layers": 1}}) == ("text_config.mtp_num_hidden_layers", 1)
+    assert L.depth_field({}) == ("num_nextn_predict_layers", None)
+    assert L.declared_depth({"num_nextn_predict_layers": True}) == 0
+    assert L.declared_depth({"num_nextn_predict_layers": "2"}) == 0
+
+
+def test_layer_group():
+    assert L.layer_group("model.layers.43.mtp_block.attn") == "model.layers.43."
+    assert L.layer_group("mtp.layers.0.mlp") == "mtp.layers.0."
+    assert L.layer_group("lm_head") is None
