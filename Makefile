@@ -1,5 +1,5 @@
-# The README's two commands.
-.PHONY: setup demo test bench
+# The README's two commands (demo, test), and the development targets.
+.PHONY: setup demo test test-fast record lint typecheck bench
 
 setup:
 	bash scripts/setup.sh
@@ -10,8 +10,24 @@ demo: setup
 	.venv/bin/python -m fixtures build dsv4-flash-w4a16-bf16mtp build/demo
 	.venv/bin/mtplint build/demo; test $$? -le 1
 
+# Everything: the fast tier, the real-probe tier (vLLM in a child process) and the factory.
 test: setup
 	.venv/bin/python -m pytest -q
+
+# Rule cases from recorded probe reports and every test that needs no vLLM: under a minute.
+test-fast:
+	.venv/bin/python -m pytest -q -m "not probe and not factory"
+
+# Re-probe every rule case and rewrite tests/recorded/ (after a probe or fixture change).
+record:
+	.venv/bin/python scripts/record_reports.py
+
+lint:
+	.venv/bin/ruff format --check lint tests scripts fixtures
+	.venv/bin/ruff check lint tests scripts fixtures
+
+typecheck:
+	.venv/bin/mypy lint
 
 bench: setup
 	.venv/bin/python scripts/bench_inventory.py

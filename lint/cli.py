@@ -15,9 +15,9 @@ import click
 
 from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, BadInput
-from .findings import SEVERITY_RANK, RunResult
+from .findings import SEVERITY_RANK
 from .session import guarded, probe_options, progress_reporter
-from .settings import load_settings
+from .settings import load_and_announce
 
 
 class DefaultGroup(click.Group):
@@ -62,7 +62,7 @@ def check_cmd(path: Path, **opts: Any) -> None:
 
 
 def _run_check(path: Path, opts: dict[str, Any]) -> int:
-    return guarded(lambda: _check(path, load_settings(path, opts)), bool(opts.get("debug")))
+    return guarded(lambda: _check(path, load_and_announce(path, opts)), bool(opts.get("debug")))
 
 
 def _check(path: Path, s: dict[str, Any]) -> int:
@@ -76,16 +76,9 @@ def _check(path: Path, s: dict[str, Any]) -> int:
     if outputs and len(outputs) != len(formats):
         raise BadInput("give one --output per --format")
     linted = lint(path, s, progress=progress_reporter(s["quiet"]))
-    findings, evaluated, inputs, report = linted.findings, linted.evaluated, linted.inputs, linted.report
-    result = RunResult(
-        findings=findings,
-        rules_evaluated=[
-            {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary} for r in evaluated
-        ],
-        vllm={"version": report.get("vllm", {}).get("version"), "commit": report.get("vllm", {}).get("commit")},
-        inputs=inputs,
-        probe={"cached": report.get("cached", False), "seconds": round(report.get("seconds", 0.0), 2)},
-    )
+    findings = linted.findings
+    result = linted.result()
+    result.inputs = {**result.inputs, "settings_files": s["settings_files"]}
     rules = load_rules()
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     for i, fmt in enumerate(formats):

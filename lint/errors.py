@@ -3,6 +3,8 @@
 The CLI turns these into one line on stderr (no traceback unless --debug).
 """
 
+from .textsafe import terminal_safe
+
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
@@ -18,8 +20,10 @@ class MtplintError(Exception):
         super().__init__(message)
 
     def one_line(self) -> str:
+        # Paths and messages carry names from the checkpoint: escaped, so they cannot drive the
+        # terminal or break the line.
         msg = str(self)
-        return f"{self.path}: {msg}" if self.path else msg
+        return terminal_safe(f"{self.path}: {msg}" if self.path else msg)
 
 
 class BadInput(MtplintError):

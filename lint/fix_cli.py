@@ -17,7 +17,8 @@ import click
 from .errors import EXIT_FINDINGS, EXIT_OK
 from .findings import Finding
 from .session import guarded, probe_options, progress_reporter
-from .settings import load_settings
+from .settings import load_and_announce
+from .textsafe import terminal_safe, terminal_safe_lines
 
 
 @click.command("fix")
@@ -39,7 +40,7 @@ def fix_cmd(path: Path, **opts: Any) -> None:
 
 
 def _run_fix(path: Path, opts: dict[str, Any]) -> int:
-    return guarded(lambda: _fix(path, load_settings(path, opts)), bool(opts.get("debug")))
+    return guarded(lambda: _fix(path, load_and_announce(path, opts)), bool(opts.get("debug")))
 
 
 def _counts(findings: list[Finding]) -> str:
@@ -54,18 +55,35 @@ def _counts(findings: list[Finding]) -> str:
 def _list(findings: list[Finding], leaves: set[str], expects: dict[str, str] | None = None) -> None:
     for f in findings:
         kept = "  [kept on purpose]" if f.id in leaves else ""
-        click.echo(f"  {f.code} {f.severity:<7} {f.message}{kept}")
+        click.echo(f"  {f.code} {f.severity:<7} {terminal_safe(f.message.strip())}{kept}")
         if expects and f.code in expects:
-            click.echo(f"      expected: {expects[f.code]}")
+            click.echo(f"      expected: {terminal_safe(expects[f.code])}")
         elif f.fixes.artifact and not kept:
             click.echo(f"      -> mtplint fix --only {','.join(f.fixes.artifact)}")
 
 
 def _fix(path: Path, s: dict[str, Any]) -> int:
-    from .fixer.apply import BACKUP_SUFFIX, apply
-    from .fixer.run import blocking, choose, lint, parse_only, plan_all, render_all, unaddressed
+    """A run that may write holds the checkpoint's fix lock from its first lint to its re-lint,
+    so a concurrent run waits and then plans from what this one wrote. A dry run writes nothing
+    (not even the lock) and works on a read-only checkpoint."""
+    from .fixer.run import parse_only
+    from .fixer.workdir import fix_lock, remove_leftovers
 
     only = parse_only(s.get("only"))
+    root = path.expanduser().absolute()
+    if s.get("dry_run") or not root.is_dir():  # a missing directory is reported by the lint
+        return _lint_plan_apply(path, s, only)
+    with fix_lock(root, lambda msg: click.echo(f"mtplint: {terminal_safe(msg)}", err=True)):
+        removed = remove_leftovers(root)
+        if removed:
+            names = ", ".join(terminal_safe(n) for n in removed)
+            click.echo(f"removed {len(removed)} leftover temp file(s) of an interrupted fix: {names}")
+        return _lint_plan_apply(path, s, only)
+
+
+def _lint_plan_apply(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
+    from .fixer.run import blocking, choose, lint, plan_all, render_all
+
     say = progress_reporter(s["quiet"])
     if say:
         say(f"linting {path}")
@@ -82,29 +100,10 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
         _list(failing, leaves)
         return EXIT_FINDINGS if failing else EXIT_OK
 
-    click.echo("plan:")
-    for fid, cs in plans.items():
-        if not cs:
-            continue
-        click.echo(f"  {fid}")
-        for c in cs:
-            click.echo(f"    {c.summary}")
-            for note in c.notes:
-                click.echo(f"      note: {note}")
+    _print_plan(plans)
     rendered = render_all(root, plans)
     if s.get("dry_run"):
-        diff = rendered.diff()
-        if diff:
-            click.echo(diff, nl=False)
-        for name, tensors in rendered.shards.items():
-            click.echo(f"new shard {name}:")
-            for t in tensors:
-                click.echo(f"  {t.name} {t.dtype} {list(t.shape)} <- {t.source_file} [{t.source_begin}:{t.source_end}]")
-        left = unaddressed(failing, {f for f, cs in plans.items() if cs})
-        if left:
-            click.echo("not named by any planned fix (the re-lint after applying tells whether they remain):")
-            _list(left, leaves)
-        click.echo("dry run: nothing written")
+        _print_dry_run(rendered, plans, failing, leaves)
         return EXIT_OK
 
     if not rendered.json and not rendered.shards:
@@ -113,14 +112,7 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
         return EXIT_FINDINGS if failing else EXIT_OK
     if say:
         say("writing")
-    written = apply(root, rendered)
-    for name in written:
-        kept = (
-            f" (original kept as {name}{BACKUP_SUFFIX})"
-            if name in rendered.json and rendered.json[name][0] is not None
-            else ""
-        )
-        click.echo(f"wrote {name}{kept}")
+    _write(root, rendered)
     if say:
         say("linting again (new probe)")
     after = lint(path, s, fresh=True, progress=say)
@@ -128,6 +120,54 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
     _list(after.findings, leaves, {k: v for c in changes for k, v in c.expects.items()})
     remaining = [f for f in blocking(after.findings, s["fail_on"]) if f.id not in leaves]
     return EXIT_FINDINGS if remaining else EXIT_OK
+
+
+def _print_plan(plans: dict[str, list[Any]]) -> None:
+    click.echo("plan:")
+    for fid, cs in plans.items():
+        if not cs:
+            continue
+        click.echo(f"  {fid}")
+        for c in cs:
+            click.echo(f"    {terminal_safe(c.summary)}")
+            for note in c.notes:
+                click.echo(f"      note: {terminal_safe(note)}")
+
+
+def _print_dry_run(rendered: Any, plans: dict[str, list[Any]], failing: list[Finding], leaves: set[str]) -> None:
+    from .fixer.run import unaddressed
+
+    diff = rendered.diff()
+    if diff:
+        click.echo(terminal_safe_lines(diff), nl=False)
+    for name, tensors in rendered.shards.items():
+        click.echo(f"new shard {terminal_safe(name)}:")
+        for t in tensors:
+            src = terminal_safe(t.source_file)
+            click.echo(
+                f"  {terminal_safe(t.name)} {t.dtype} {list(t.shape)} <- {src} [{t.source_begin}:{t.source_end}]"
+            )
+    left = unaddressed(failing, {f for f, cs in plans.items() if cs})
+    if left:
+        click.echo("not named by any planned fix (the re-lint after applying tells whether they remain):")
+        _list(left, leaves)
+    click.echo("dry run: nothing written")
+
+
+def _write(root: Path, rendered: Any) -> None:
+    from .fixer.apply import BACKUP_SUFFIX, WriteFailed, apply
+
+    try:
+        written = apply(root, rendered)
+    except WriteFailed as e:  # a full disk, or a file made read-only since the check: bad input, not a bug
+        raise e.bad_input() from e
+    for name in written:
+        kept = (
+            f" (original kept as {name}{BACKUP_SUFFIX})"
+            if name in rendered.json and rendered.json[name][0] is not None
+            else ""
+        )
+        click.echo(f"wrote {name}{kept}")
 
 
 if __name__ == "__main__":  # `python -m mtplint.fix_cli PATH`, before cli.py registers the command

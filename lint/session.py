@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from .errors import EXIT_INTERNAL, BadInput, MtplintError
-from .findings import Finding
+from .findings import Finding, RunResult
 from .inventory.model import Inventory
 
 # The options every probing command takes, in the order --help lists them.
@@ -108,6 +108,19 @@ class Linted:
     inputs: dict[str, Any]
     request: Any
 
+    def result(self) -> RunResult:
+        """What the reporters render."""
+        vllm = self.report.get("vllm", {})
+        return RunResult(
+            findings=self.findings,
+            rules_evaluated=[
+                {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary} for r in self.evaluated
+            ],
+            vllm={"version": vllm.get("version"), "commit": vllm.get("commit")},
+            inputs=self.inputs,
+            probe={"cached": self.report.get("cached", False), "seconds": round(self.report.get("seconds", 0.0), 2)},
+        )
+
 
 def lint(
     path: Path,
@@ -119,7 +132,6 @@ def lint(
 ) -> Linted:
     """The lint pipeline: inventory -> probe (cached) -> rule checks -> findings.
     fresh: probe again and store the new report, so a check right after is a cache hit."""
-    from .engine.run import evaluate
     from .gpus import resolve
     from .inventory.checkpoint import load_inventory
     from .patches.registry import PATCHES, in_range
@@ -175,11 +187,26 @@ def lint(
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "patches": request.patches,
     }
-    findings, evaluated = evaluate(inventory, report, inputs, select=s.get("select"), ignore=s.get("ignore"))
+    findings, evaluated = judge(path, inventory, report, inputs, request, s)
+    return Linted(inventory, report, findings, evaluated, inputs, request)
+
+
+def judge(
+    path: Path, inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any], request: Any, s: dict[str, Any]
+) -> tuple[list[Finding], list[Any]]:
+    """The rule checks over one probe report: findings, with the fixes this mtplint ships
+    and the exact serve command for the inputs linted. No vLLM here: the fast test tier
+    runs this on recorded reports."""
+    from .engine.run import evaluate
+    from .recommend import recommend
+
+    findings, evaluated = evaluate(
+        inventory, report, inputs, select=s.get("select"), ignore=s.get("ignore"), recommend=recommend
+    )
     for f in findings:
         if f.fixes.patches:
             f.fixes.serve = serve_command(path, request, f.fixes.patches)
-    return Linted(inventory, report, findings, evaluated, inputs, request)
+    return findings, evaluated
 
 
 def serve_command(path: Path, request: Any, patch_ids: list[str]) -> str:

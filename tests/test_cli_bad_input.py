@@ -89,6 +89,7 @@ def test_click_usage_errors_exit_2(tmp_path):
     assert proc.returncode == 2
 
 
+@pytest.mark.probe
 def test_vllm_commit_mismatch(tmp_path):
     d = checkpoint(tmp_path)
     write_sparse(d / "model.safetensors", [("w", "BF16", (4, 4))])
@@ -128,6 +129,7 @@ def test_unknown_patch_id(tmp_path):
     assert_bad_input(run(str(d), "--with-patches", "no-such-patch"), "no-such-patch")
 
 
+@pytest.mark.probe
 def test_probe_timeout_is_exit_3_without_traceback(tmp_path):
     from fixtures.build import cached_build
 
@@ -144,6 +146,7 @@ def test_probe_timeout_is_exit_3_without_traceback(tmp_path):
     assert "Traceback" not in proc.stderr.splitlines()[0]
 
 
+@pytest.mark.probe
 def test_vllm_python_without_vllm_is_bad_input(tmp_path):
     d = checkpoint(tmp_path)
     write_sparse(d / "model.safetensors", [("w", "BF16", (4, 4))])
@@ -153,6 +156,7 @@ def test_vllm_python_without_vllm_is_bad_input(tmp_path):
     assert_bad_input(run(str(d), "--vllm-python", bare), "no vLLM is installed")
 
 
+@pytest.mark.probe
 def test_custom_config_code_needs_trust_remote_code(tmp_path):
     from fixtures.build import cached_build
 
@@ -166,6 +170,7 @@ def test_custom_config_code_needs_trust_remote_code(tmp_path):
     assert_bad_input(proc, "--trust-remote-code")
 
 
+@pytest.mark.probe
 def test_probe_crash_is_one_line_naming_the_exception(tmp_path):
     """A probed vLLM that cannot import (here vLLM 0.20.2's real code without `gguf`, which
     it imports and the pinned vLLM does not): exit 3, one line, no traceback."""

@@ -20,6 +20,8 @@ import pytest
 
 from fixtures.build import cached_build
 
+pytestmark = pytest.mark.probe
+
 W4A16 = "dsv4-flash-w4a16-bf16mtp"
 SHARD_SUFFIX = ".safetensors"
 

@@ -53,6 +53,7 @@ def _headers(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.factory
 @pytest.mark.parametrize("recipe", B.list_recipes())
 def test_recipe_builds_and_headers_parse(recipe):
     path = B.cached_build(recipe)
@@ -260,6 +261,7 @@ def _tiny_bf16_layout(hidden=128, inter=256, vocab=512, n_experts=2):
     return [(k, "BF16", tuple(v.shape)) for k, v in m.state_dict().items()]
 
 
+@pytest.mark.factory
 @pytest.mark.parametrize(
     "scheme", ["w4a16", "w4a16_asym", "w8a16", "w8a8", "fp8", "fp8_dynamic", "fp8_block", "nvfp4", "nvfp4a16", "mxfp4"]
 )

@@ -111,6 +111,7 @@ print("vllm", vllm.__version__, "patched")
 """
 
 
+@pytest.mark.probe
 def test_patch_runs_in_the_vllm_release_it_targets():
     """Through vLLM 0.29.0's own plugin loading, then called where the attention backend
     calls it, with real CPU tensors."""

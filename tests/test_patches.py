@@ -48,6 +48,7 @@ print("draft-hook", getattr(utils.initialize_model, "_mtplint_draft_unquantized"
 """
 
 
+@pytest.mark.probe
 def test_vllm_loads_the_plugin_and_applies_the_named_patches():
     proc = subprocess.run(
         [sys.executable, "-c", PLUGIN_RUN, "dsv4-mtp-route-top-level-head,draft-unquantized-mtp-block"],
@@ -60,6 +61,7 @@ def test_vllm_loads_the_plugin_and_applies_the_named_patches():
     assert "draft-hook True" in proc.stdout
 
 
+@pytest.mark.probe
 def test_plugin_refuses_unknown_ids_loudly():
     proc = subprocess.run(
         [sys.executable, "-c", PLUGIN_RUN, "no-such-patch"], capture_output=True, text=True, timeout=300
@@ -90,6 +92,7 @@ def test_findings_recommend_only_patches_covering_their_module_and_vllm():
     assert rec(["draft-unquantized-mtp-block"], "0.33.0", "target", "model.layers.0.attn.wq_a") == []
 
 
+@pytest.mark.probe
 def test_patch_outside_its_vllm_range_is_a_usage_error(tmp_path):
     """The pinned vLLM already has the O-projection fallback: asking for it exits 2 at once."""
     from fixtures.build import cached_build

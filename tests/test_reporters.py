@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from mtplint.engine.rule import Explanation, Rule
+from mtplint.engine.rule import AppliesTo, Explanation, Rule
 from mtplint.findings import Finding, Fixes, Location, RunResult
 from mtplint.reporters import FORMATS, render
 from mtplint.reporters.github import escape_data, escape_property, render_github, write_step_summary
@@ -41,7 +41,7 @@ def _rule(code, name, severity, summary):
         ),
         check="noop",
         references=["https://github.com/vllm-project/vllm/issues/37667"],
-        applies_to={"quant_methods": ["compressed-tensors"]},
+        applies_to=AppliesTo(architectures=["DeepseekV4ForCausalLM"]),
     )
 
 

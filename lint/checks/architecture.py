@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-from ..engine.context import Context, Hit
+from dataclasses import dataclass, field
+
 from . import check
+from .context import Cause, Context, Hit
 
 
-@check
-def wrong_drafter_under_mtp(ctx: Context, options: dict) -> list[Hit]:
+@dataclass(frozen=True)
+class DrafterOptions:
+    # Tensor-name markers of DSpark stages, and the config keys that declare a DSpark drafter.
+    tensor_markers: list[str] = field(default_factory=lambda: ["main_proj", "markov_head", "confidence_head"])
+    config_keys: list[str] = field(default_factory=lambda: ["dspark_block_size", "dspark_target_layer_ids"])
+
+
+@check(fields=("drafter", "method", "config_keys", "error"), options=DrafterOptions)
+def wrong_drafter_under_mtp(ctx: Context, options: DrafterOptions) -> list[Hit]:
     """DSpark stages stored under `mtp.*` (DeepSeek-V4-Flash-0731, V4.1) loaded by the MTP
     draft: the draft's own loader fails on their names (the probe's evidence), and the
     config says which drafter the weights belong to."""
-    markers = tuple(options.get("tensor_markers", ["main_proj", "markov_head", "confidence_head"]))
+    markers = tuple(options.tensor_markers)
     config_keys = [
         k
-        for k in options.get("config_keys", ["dspark_block_size", "dspark_target_layer_ids"])
+        for k in options.config_keys
         if k in ctx.inventory.config or k in (ctx.inventory.config.get("text_config") or {})
     ]
     errors = [
@@ -26,9 +35,6 @@ def wrong_drafter_under_mtp(ctx: Context, options: dict) -> list[Hit]:
         return []
     # Once the slot is known to hold DSpark stages, every load error of that slot is this.
     errors = [e for e in ctx.load("draft").get("errors", []) if (e.get("tensor") or "").startswith("mtp.")]
-    for e in errors:
-        ctx.explained.add(("draft", e.get("tensor")))
-    ctx.causes["mtp-missing"] = "MTP012:dspark"  # the MTP draft's own parameters stay empty
     first = errors[0]
     return [
         Hit(
@@ -45,5 +51,7 @@ def wrong_drafter_under_mtp(ctx: Context, options: dict) -> list[Hit]:
                 "examples": [e.get("tensor") for e in errors[:5]],
                 "vllm_frame": first.get("frame"),
             },
+            provides=[Cause("mtp-missing")],  # the MTP draft's own parameters stay empty
+            claims=[("load-error", "draft", e.get("tensor")) for e in errors],
         )
     ]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from ..engine.context import Context, Hit
 from . import check
+from .context import Context, Hit
 
 _DIVISIBILITY = re.compile(r"(\w+) = (\d+) is not divisible by (?:weight quantization )?(\w+) = (\d+)")
 
@@ -22,14 +22,13 @@ def _construction_errors(ctx: Context) -> list[tuple[str, dict]]:
     return out
 
 
-@check
-def tp_block_divisibility(ctx: Context, options: dict) -> list[Hit]:
+@check(fields=("module", "dim", "size", "tp", "block"))
+def tp_block_divisibility(ctx: Context, options: None) -> list[Hit]:
     hits = []
     for model, err in _construction_errors(ctx):
         m = _DIVISIBILITY.search(err.get("message", ""))
         if not m:
             continue
-        ctx.explained.add((model, "<construction>"))
         hits.append(
             Hit(
                 key=f"{model}:{m.group(1)}",
@@ -42,6 +41,7 @@ def tp_block_divisibility(ctx: Context, options: dict) -> list[Hit]:
                 },
                 location=ctx.config_location("quantization_config"),
                 evidence={"error": err.get("message"), "frame": _frame(err)},
+                claims=[("construction-error", model, None)],
             )
         )
     return hits
@@ -52,11 +52,11 @@ def tp_block_divisibility(ctx: Context, options: dict) -> list[Hit]:
 _UNMATCHED_LAYER = re.compile(r"Unable to find matching target for (\S*) in the compressed-tensors config")
 
 
-@check
-def construction_failed(ctx: Context, options: dict) -> list[Hit]:
+@check(fields=("model", "error_type", "error", "frame", "module"))
+def construction_failed(ctx: Context, options: None) -> list[Hit]:
     hits = []
     for model, err in _construction_errors(ctx):
-        if (model, "<construction>") in ctx.explained:
+        if ctx.claimed("construction-error", model, None):
             continue
         layer = _UNMATCHED_LAYER.search(err.get("message") or "")
         hits.append(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import mtp_layout
-from ..engine.context import Context, Hit
 from . import check
+from .context import Cause, Context, Hit
 
 
 def _ondisk_modules_meant(entry: str, modules: list[str]) -> list[str]:
@@ -79,8 +81,17 @@ def sections(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
     return [(_section_key(ctx, ex, s), s) for s in [ex] + [s for s in ex.get("also") or [] if isinstance(s, dict)]]
 
 
-@check
-def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
+@dataclass(frozen=True)
+class DeadEntryOptions:
+    # A dead entry is an error when it looks aimed at the MTP block (any of these substrings,
+    # case-insensitive) or matches a safetensors key of the checkpoint; otherwise a warning.
+    mtp_markers: list[str] = field(default_factory=lambda: ["mtp"])
+    error_when_mtp_looking: bool = True
+    error_when_on_disk_name: bool = True
+
+
+@check(fields=("key", "entry", "suggestion"), options=DeadEntryOptions)
+def dead_exclusion_entries(ctx: Context, options: DeadEntryOptions) -> list[Hit]:
     keyed = sections(ctx)
     if (
         not any(s.get("entries") for _k, s in keyed)
@@ -91,7 +102,7 @@ def dead_exclusion_entries(ctx: Context, options: dict) -> list[Hit]:
         # runtime match cannot be judged (MTP009 reports the failure).
         return []
     ondisk_modules = sorted(ctx.inventory.modules)
-    markers = [m.lower() for m in options.get("mtp_markers", ["mtp"])]
+    markers = [m.lower() for m in options.mtp_markers]
     hits = []
     for key, section in keyed:
         hits += _dead_in_section(ctx, options, section, key, ondisk_modules, markers)
@@ -149,7 +160,12 @@ def aimed_groups(ctx: Context, key: str) -> dict[Asked, list[Member]]:
 
 
 def _dead_in_section(
-    ctx: Context, options: dict, ex: dict[str, Any], key: str, ondisk_modules: list[str], markers: list[str]
+    ctx: Context,
+    options: DeadEntryOptions,
+    ex: dict[str, Any],
+    key: str,
+    ondisk_modules: list[str],
+    markers: list[str],
 ) -> list[Hit]:
     consulted: dict[str, str | None] | None = ex.get("consulted")
     hits = []
@@ -158,9 +174,7 @@ def _dead_in_section(
     for entry, meant, prefixes, mtp_intent in single:
         # A dead entry aimed at the MTP block, or written for modules that exist on disk,
         # changes what vLLM builds; any other dead entry is only clutter.
-        is_error = (options.get("error_when_mtp_looking", True) and mtp_intent) or (
-            options.get("error_when_on_disk_name", True) and bool(meant)
-        )
+        is_error = (options.error_when_mtp_looking and mtp_intent) or (options.error_when_on_disk_name and bool(meant))
         hit = Hit(
             key=entry,
             fields={"entry": written.get(entry, entry), "key": key, "suggestion": _suggest(prefixes) or "none found"},
@@ -175,11 +189,8 @@ def _dead_in_section(
                 "runtime_prefixes": [f"{m}:{p}" for m, p in prefixes][:12],
                 "intent": "mtp" if mtp_intent else None,
             },
+            provides=_provides(mtp_intent, prefixes),
         )
-        if mtp_intent:
-            ctx.causes.setdefault("mtp-exclusion", f"MTP001:{entry}")
-        for model, prefix in prefixes:
-            ctx.causes.setdefault(f"exclusion-missed:{model}:{prefix}", f"MTP001:{entry}")
         hits.append(hit)
     for asked, members in aimed.items():
         hits.append(_aimed_hit(ctx, options, ex, key, asked, members, consulted or {}))
@@ -207,7 +218,7 @@ def _asked_about(
 
 def _aimed_hit(
     ctx: Context,
-    options: dict,
+    options: DeadEntryOptions,
     ex: dict[str, Any],
     key: str,
     asked: tuple[tuple[str, str], ...],
@@ -223,14 +234,7 @@ def _aimed_hit(
     via = ex.get("via") or "the quant config"
     mtp_intent = any(m[3] for m in members)
     meant = [mod for m in members for mod in m[1]]
-    is_error = (options.get("error_when_mtp_looking", True) and mtp_intent) or options.get(
-        "error_when_on_disk_name", True
-    )
-    cause = f"MTP001:{first}"
-    if mtp_intent:
-        ctx.causes.setdefault("mtp-exclusion", cause)
-    for model, prefix in asked:
-        ctx.causes.setdefault(f"exclusion-missed:{model}:{prefix}", cause)
+    is_error = (options.error_when_mtp_looking and mtp_intent) or options.error_when_on_disk_name
     return Hit(
         key=first,
         fields={
@@ -258,4 +262,12 @@ def _aimed_hit(
             "runtime_prefixes": [f"{m}:{p}" for m, p in asked][:12],
             "intent": "mtp" if mtp_intent else None,
         },
+        provides=_provides(mtp_intent, asked),
     )
+
+
+def _provides(mtp_intent: bool, prefixes: Iterable[tuple[str, str]]) -> list[Cause]:
+    """A dead entry meant for the MTP block explains a draft built quantized; one meant for
+    a runtime prefix explains what that prefix was built with."""
+    causes = [Cause("mtp-exclusion")] if mtp_intent else []
+    return causes + [Cause("exclusion-missed", (model, prefix)) for model, prefix in prefixes]

@@ -7,11 +7,12 @@ actually have comes from the probe."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.context import Context, Hit
-from ..patches.registry import in_range
+from ..versions import in_range
 from . import check
+from .context import Context, Hit
 
 
 def _replaced_functions(ctx: Context) -> set[str]:
@@ -30,11 +31,40 @@ def _own_params(ctx: Context, model: str, module: str) -> dict[str, dict[str, An
     return {p.rsplit(".", 1)[1]: params[p] for p in ctx.params_under(model, module) if p.rsplit(".", 1)[0] == module}
 
 
-@check
-def forward_reads_missing_attribute(ctx: Context, options: dict) -> list[Hit]:
+_READ_KEYS = {"id", "vllm", "module", "needs_any", "reader", "raises"}
+
+
+@dataclass(frozen=True)
+class ForwardOptions:
+    # The knowledge table: forward-path functions of a vLLM range and what they read.
+    reads: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for entry in self.reads:
+            missing = _READ_KEYS - set(entry)
+            if missing:
+                raise ValueError(f"options.reads entry {entry.get('id')!r} lacks {', '.join(sorted(missing))}")
+
+
+@check(
+    fields=(
+        "model",
+        "module",
+        "count",
+        "needs",
+        "have",
+        "weight_dtype",
+        "module_class",
+        "reader",
+        "vllm_version",
+        "raises",
+    ),
+    options=ForwardOptions,
+)
+def forward_reads_missing_attribute(ctx: Context, options: ForwardOptions) -> list[Hit]:
     hits: list[Hit] = []
     replaced = _replaced_functions(ctx)
-    for entry in options.get("reads", []):
+    for entry in options.reads:
         if not _entry_applies(ctx, entry) or entry["reader"] in replaced:
             continue
         pattern = re.compile(entry["module"])

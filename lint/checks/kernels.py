@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from ..engine.context import Context, Hit
+from dataclasses import dataclass, field
+
 from . import check
+from .context import Context, Hit
 
 
-@check
-def next_n_kernel_support(ctx: Context, options: dict) -> list[Hit]:
+@dataclass(frozen=True)
+class KernelOptions:
+    # next_n values DeepGEMM ran natively before vLLM had a native-decode predicate.
+    legacy_native_next_n: list[int] = field(default_factory=lambda: [1, 2])
+
+
+@check(fields=("next_n", "n", "gpu", "status", "predicate"), options=KernelOptions)
+def next_n_kernel_support(ctx: Context, options: KernelOptions) -> list[Hit]:
     k = ctx.report.get("kernels") or {}
     status = k.get("status")
     if status in (None, "native", "not-applicable"):
@@ -23,7 +31,7 @@ def next_n_kernel_support(ctx: Context, options: dict) -> list[Hit]:
     # "fallback": this vLLM flattens the query (slower, correct). "unsupported": it would
     # assert at startup. "unknown": no predicate to ask; reported as info.
     severity = {"fallback": "warning", "unsupported": "error", "unknown": "info"}.get(status)
-    if status == "unknown" and k.get("next_n") not in options.get("legacy_native_next_n", [1, 2]):
+    if status == "unknown" and k.get("next_n") not in options.legacy_native_next_n:
         # No native-decode predicate means no flattened fallback either: vLLM builds of
         # that age hand next_n straight to DeepGEMM, which asserts next_n in {1, 2}.
         severity = "error"

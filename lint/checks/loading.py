@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import mtp_layout
-from ..engine.context import Context, Hit, is_quantized_method
 from ..findings import Location
 from . import check
+from .context import Cause, Context, Hit, is_quantized_method
 
 MODELS = ("target", "draft")
 
@@ -86,8 +87,15 @@ def _first(errs: list[dict]) -> dict:
     return errs[0]
 
 
-@check
-def quantized_layer_fed_unquantized(ctx: Context, options: dict) -> list[Hit]:
+def _exclusion_causes(model: str, prefix: str) -> list[Cause]:
+    """What a module built with the wrong scheme is most likely a consequence of: the dead
+    exclusion entry meant for its prefix, or (draft) one meant for the MTP block."""
+    causes = [Cause("exclusion-missed", (model, prefix))]
+    return causes + [Cause("mtp-exclusion")] if model == "draft" else causes
+
+
+@check(fields=("module", "method", "disk_format", "tensor", "error"))
+def quantized_layer_fed_unquantized(ctx: Context, options: None) -> list[Hit]:
     hits = []
     for (model, module), errs in _group(_load_errors(ctx), ctx).items():
         decision = ctx.decision_for_module_path(model, module)
@@ -97,8 +105,6 @@ def quantized_layer_fed_unquantized(ctx: Context, options: dict) -> list[Hit]:
         if not disk or any(d is None or d.quantized for d in disk):
             continue
         first = _first(errs)
-        for e in errs:
-            ctx.explained.add((model, e.get("tensor")))
         hit = Hit(
             key=f"{model}:{decision['prefix']}",
             fields={
@@ -118,10 +124,10 @@ def quantized_layer_fed_unquantized(ctx: Context, options: dict) -> list[Hit]:
                 "vllm_frame": first.get("frame"),
                 "runtime_params": sorted(ctx.params_under(model, module))[:12],
             },
-            caused_by=ctx.causes.get(f"exclusion-missed:{model}:{decision['prefix']}")
-            or (ctx.causes.get("mtp-exclusion") if model == "draft" else None),
+            because=_exclusion_causes(model, decision["prefix"]),
+            provides=[Cause("quant-mismatch", (model, module))],
+            claims=[("load-error", model, e.get("tensor")) for e in errs],
         )
-        ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP002:{hit.key}"
         hits.append(hit)
     hits += _silent_quantized_fed_unquantized(ctx, {h.key for h in hits})
     return hits
@@ -152,7 +158,6 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
                 unloaded = sorted(q for q in ctx.params_under(model, module) if not ctx.param_initialized(model, q))
                 if not unloaded:
                     continue  # every quantized slot got a tensor: not this failure
-                ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP002:{key}"
                 hits[key] = Hit(
                     key=key,
                     fields={
@@ -173,14 +178,14 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
                         "param_dtype": info.get("dtype"),
                         "never_loaded": unloaded,
                     },
-                    caused_by=ctx.causes.get(f"exclusion-missed:{model}:{decision['prefix']}")
-                    or (ctx.causes.get("mtp-exclusion") if model == "draft" else None),
+                    because=_exclusion_causes(model, decision["prefix"]),
+                    provides=[Cause("quant-mismatch", (model, module))],
                 )
     return list(hits.values())
 
 
-@check
-def unquantized_layer_fed_quantized(ctx: Context, options: dict) -> list[Hit]:
+@check(fields=("module", "layer_class", "disk_format", "tensor"))
+def unquantized_layer_fed_quantized(ctx: Context, options: None) -> list[Hit]:
     hits: dict[str, Hit] = {}
     # 1. vLLM raised: a quantized tensor (or its scale) had no slot in an unquantized layer.
     for (model, module), errs in _group(_load_errors(ctx), ctx).items():
@@ -191,10 +196,7 @@ def unquantized_layer_fed_quantized(ctx: Context, options: dict) -> list[Hit]:
         if not disk or not all(d is not None and d.quantized for d in disk):
             continue
         first = _first(errs)
-        for e in errs:
-            ctx.explained.add((model, e.get("tensor")))
         layer_class = decision.get("layer_class") if decision else _owner_class(ctx, model, module)
-        ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP003:{model}:{module}"
         hits[f"{model}:{module}"] = Hit(
             key=f"{model}:{module}",
             fields={
@@ -210,6 +212,8 @@ def unquantized_layer_fed_quantized(ctx: Context, options: dict) -> list[Hit]:
                 "vllm_frame": first.get("frame"),
                 "quant_method": decision.get("method") if decision else None,
             },
+            provides=[Cause("quant-mismatch", (model, module))],
+            claims=[("load-error", model, e.get("tensor")) for e in errs],
         )
     # 2. Silent: the packed weight landed in an unquantized parameter and its scales in nothing.
     for model in MODELS:
@@ -229,7 +233,6 @@ def unquantized_layer_fed_quantized(ctx: Context, options: dict) -> list[Hit]:
                 key = f"{model}:{module}"
                 if key in hits:
                     continue
-                ctx.causes[f"quant-mismatch:{model}:{module}"] = f"MTP003:{key}"
                 hits[key] = Hit(
                     key=key,
                     fields={
@@ -246,6 +249,7 @@ def unquantized_layer_fed_quantized(ctx: Context, options: dict) -> list[Hit]:
                         "disk_dtype": disk.weight_dtype,
                         "silent": True,
                     },
+                    provides=[Cause("quant-mismatch", (model, module))],
                 )
     return list(hits.values())
 
@@ -255,15 +259,14 @@ def _owner_class(ctx: Context, model: str, module: str) -> str | None:
     return ctx.params(model)[under[0]].get("module_class") if under else None
 
 
-@check
-def mtp_layers_missing(ctx: Context, options: dict) -> list[Hit]:
+@check(fields=("config_key", "expected", "found", "error"))
+def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
     err = ctx.load("draft").get("completeness_error")
     if not err:
         return []
     cfg = ctx.inventory.config
     key, expected = mtp_layout.depth_field(cfg)
     draft_fed = ctx.load("draft").get("fed", {})
-    ctx.causes.setdefault("mtp-missing", "MTP006:mtp-depth")
     return [
         Hit(
             key="mtp-depth",
@@ -275,15 +278,16 @@ def mtp_layers_missing(ctx: Context, options: dict) -> list[Hit]:
             },
             location=ctx.config_location(key),
             evidence={"vllm_frame": err.get("frame"), "draft_tensors_loaded": len(draft_fed)},
+            provides=[Cause("mtp-missing")],
         )
     ]
 
 
-@check
-def load_error_unexplained(ctx: Context, options: dict) -> list[Hit]:
+@check(fields=("model", "tensor", "error_type", "error", "frame"))
+def load_error_unexplained(ctx: Context, options: None) -> list[Hit]:
     groups: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
     for model, err in _load_errors(ctx):
-        if (model, err.get("tensor")) in ctx.explained:
+        if ctx.claimed("load-error", model, err.get("tensor")):
             continue
         frame = err.get("frame") or {}
         groups[(model, err.get("type", ""), f"{frame.get('file')}:{frame.get('line')}")].append(err)
@@ -311,8 +315,14 @@ def load_error_unexplained(ctx: Context, options: dict) -> list[Hit]:
     return hits
 
 
-@check
-def tensors_consumed_by_nothing(ctx: Context, options: dict) -> list[Hit]:
+@dataclass(frozen=True)
+class UnconsumedOptions:
+    mtp_markers: list[str] = field(default_factory=lambda: ["mtp"])  # an MTP-looking group explains empty draft params
+    group_depth: int = 3  # name components a group keeps (layer indices generalized)
+
+
+@check(fields=("count", "prefix", "example"), options=UnconsumedOptions)
+def tensors_consumed_by_nothing(ctx: Context, options: UnconsumedOptions) -> list[Hit]:
     """Checkpoint tensors that neither model's own load_weights() put anywhere, without an
     error: the loaders skipped them silently. Grouped by top-level prefix, so a whole MTP
     block under a name the draft does not read is one finding."""
@@ -328,26 +338,25 @@ def tensors_consumed_by_nothing(ctx: Context, options: dict) -> list[Hit]:
     unconsumed = [t for t in ctx.inventory.tensors if t not in consumed]
     if not unconsumed:
         return []
-    depth = int(options.get("group_depth", 3))
+    depth = options.group_depth
     groups: dict[str, list[str]] = defaultdict(list)
     for t in unconsumed:
         # Layer indices generalized, so 92 identical buffers are one finding.
         parts = ["*" if p.isdigit() else p for p in t.split(".")]
         groups[".".join(parts[:depth])].append(t)
-    markers = [m.lower() for m in options.get("mtp_markers", ["mtp"])]
+    markers = [m.lower() for m in options.mtp_markers]
     hits = []
     for prefix, names in sorted(groups.items()):
         mtp = any(m in prefix.lower() for m in markers)
         key = f"unconsumed:{prefix}"
-        if mtp:
-            # If the draft also has empty parameters, this is the likely reason.
-            ctx.causes.setdefault("mtp-missing", f"MTP013:{key}")
         hits.append(
             Hit(
                 key=key,
                 fields={"count": len(names), "prefix": prefix, "example": names[0]},
                 location=Location(file=ctx.tensor_file(names[0]), tensor=names[0]),
                 evidence={"examples": names[:8], "mtp_looking": mtp},
+                # If the draft also has empty parameters, this is the likely reason.
+                provides=[Cause("mtp-missing")] if mtp else [],
             )
         )
     return hits
@@ -364,8 +373,8 @@ def _dialect(param: str) -> tuple[str, str] | None:
     return None
 
 
-@check
-def scale_dialect_mismatch(ctx: Context, options: dict) -> list[Hit]:
+@check(fields=("tensor", "module", "wanted", "have"))
+def scale_dialect_mismatch(ctx: Context, options: None) -> list[Hit]:
     """A scale tensor vLLM routed to a parameter name the runtime layer does not register,
     while the layer registers the same scale under another dialect."""
     hits: dict[str, Hit] = {}
@@ -378,12 +387,11 @@ def scale_dialect_mismatch(ctx: Context, options: dict) -> list[Hit]:
         if not have:
             continue
         module = ctx.module_of_param(model, missing)
-        ctx.explained.add((model, err.get("tensor")))
         key = f"{model}:{module}:{wanted}"
         if key in hits:
             hits[key].evidence["failed_tensors"] += 1
+            hits[key].claims.append(("load-error", model, err.get("tensor")))
             continue
-        ctx.causes.setdefault(f"quant-mismatch:{model}:{module}", f"MTP014:{key}")
         hits[key] = Hit(
             key=key,
             fields={"module": module, "tensor": err.get("tensor"), "wanted": wanted, "have": have[0]},
@@ -395,5 +403,7 @@ def scale_dialect_mismatch(ctx: Context, options: dict) -> list[Hit]:
                 "failed_tensors": 1,
                 "registered": f"{stem}{have[0]}",
             },
+            provides=[Cause("quant-mismatch", (model, module))],
+            claims=[("load-error", model, err.get("tensor"))],
         )
     return list(hits.values())

@@ -4,9 +4,10 @@ loaded into it or shared from the target by the proposer's post-load wiring?"""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
-from ..engine.context import Context, Hit
 from . import check
+from .context import Cause, Context, Hit
 
 HEAD_OR_EMBED = re.compile(r"(^|\.)(shared_head\.head|lm_head|embed_tokens|embedding)\.weight$")
 
@@ -21,8 +22,8 @@ def _unreached(ctx: Context) -> list[str]:
     return [p for p in names if p in ctx.params("draft") and not ctx.flow.initialized("draft", p)]
 
 
-@check
-def draft_head_embed_unreachable(ctx: Context, options: dict) -> list[Hit]:
+@check(fields=("param", "role", "vllm_version"))
+def draft_head_embed_unreachable(ctx: Context, options: None) -> list[Hit]:
     hits = []
     wiring = ctx.report.get("wiring", {})
     for p in _unreached(ctx):
@@ -49,11 +50,16 @@ def draft_head_embed_unreachable(ctx: Context, options: dict) -> list[Hit]:
     return hits
 
 
-@check
-def draft_params_never_loaded(ctx: Context, options: dict) -> list[Hit]:
+@dataclass(frozen=True)
+class NeverLoadedOptions:
     # Parameters with a construction-time default that checkpoints legitimately omit
     # (attention KV-cache scales of ModelOpt/FP8 models) are not defects.
-    optional = set(options.get("optional_param_leaves", []))
+    optional_param_leaves: list[str] = field(default_factory=list)
+
+
+@check(fields=("param", "module_class"), options=NeverLoadedOptions)
+def draft_params_never_loaded(ctx: Context, options: NeverLoadedOptions) -> list[Hit]:
+    optional = set(options.optional_param_leaves)
     by_module: dict[str, list[str]] = {}
     for p in _unreached(ctx):
         if HEAD_OR_EMBED.search(p) or p.rsplit(".", 1)[-1] in optional:
@@ -62,28 +68,21 @@ def draft_params_never_loaded(ctx: Context, options: dict) -> list[Hit]:
     hits = []
     for module, params in by_module.items():
         info = ctx.params("draft").get(params[0], {})
-        cause = next(
-            (
-                v
-                for k, v in ctx.causes.items()
-                if k.startswith("quant-mismatch:draft:")
-                and (module + ".").startswith(k.removeprefix("quant-mismatch:draft:") + ".")
-            ),
-            None,
-        )
-        if cause is None:
-            # Built with a scheme an exclusion entry was meant to keep it out of (MTP001):
-            # the parameters that scheme adds have no tensor on disk.
-            decision = ctx.decision_for_module_path("draft", module)
-            cause = decision and ctx.causes.get(f"exclusion-missed:draft:{decision['prefix']}")
-        cause = cause or ctx.causes.get("mtp-missing")
+        # The module (or an ancestor) was built with the wrong scheme; or built with a scheme
+        # an exclusion entry was meant to keep it out of, whose added parameters have no
+        # tensor on disk; or the MTP layers are not there at all.
+        because = [Cause("quant-mismatch", ("draft", module), ancestors=True)]
+        decision = ctx.decision_for_module_path("draft", module)
+        if decision:
+            because.append(Cause("exclusion-missed", ("draft", decision["prefix"])))
+        because.append(Cause("mtp-missing"))
         hits.append(
             Hit(
                 key=module,
                 fields={"param": params[0], "module_class": info.get("module_class")},
                 location=ctx.config_location(),
                 evidence={"params": params, "shapes": {p: ctx.params("draft")[p]["shape"] for p in params}},
-                caused_by=cause,
+                because=because,
             )
         )
     return hits

@@ -24,7 +24,7 @@ def render_rule(rule: Rule) -> str:
         for fid in fixes.get("artifact", []):
             lines.append(f"- artifact fix `{fid}`: mtplint fix PATH --only {fid}")
         lines.append("")
-    applies = {k: v for k, v in rule.applies_to.items() if v}
+    applies = rule.applies_to.describe()
     if applies:
         lines += ["## Applies to", ""] + [f"- {k}: {v}" for k, v in applies.items()] + [""]
     if rule.references:

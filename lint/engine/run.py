@@ -3,54 +3,35 @@
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 from typing import Any
 
 from ..checks import load_all
+from ..checks.context import Context, Hit
 from ..errors import MtplintError
 from ..findings import Finding, Fixes
-from ..fixer import registry as fixes_registry
 from ..inventory.model import Inventory
-from ..patches import registry as patches_registry
-from .context import Context
 from .loader import load_rules
+from .order import rule_order
 from .rule import Rule
 
-# Specific rules first: they mark the load errors they explain, and register the root
-# causes that later rules link their consequences to.
-ORDER = (
-    "MTP001",
-    "MTP011",
-    "MTP009",
-    "MTP012",
-    "MTP014",
-    "MTP002",
-    "MTP003",
-    "MTP006",
-    "MTP013",
-    "MTP004",
-    "MTP005",
-    "MTP010",
-    "MTP007",
-    "MTP008",
-)
-
-
-class _Lenient(dict):
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
+# (rule, hit, probed vLLM version) -> the fixes to recommend; the session passes one that
+# knows which patches and artifact fixes this mtplint ships (the engine does not import them).
+Recommend = Callable[[Rule, Hit, str], Fixes]
 
 
 def format_message(rule: Rule, fields: dict[str, Any]) -> str:
-    return string.Formatter().vformat(rule.message, (), _Lenient(fields))
+    try:
+        return string.Formatter().vformat(rule.message, (), fields)
+    except (KeyError, IndexError) as exc:
+        raise MtplintError(f"check {rule.check} left message field {exc} unfilled", path=rule.source_file) from None
 
 
 def selected(rules: dict[str, Rule], select: list[str] | None, ignore: list[str] | None) -> list[Rule]:
     def hit(code: str, pats: list[str]) -> bool:
         return any(code.startswith(p.upper()) for p in pats)
 
-    out = [r for r in rules.values() if (not select or hit(r.code, select)) and not (ignore and hit(r.code, ignore))]
-    order = {c: i for i, c in enumerate(ORDER)}
-    return sorted(out, key=lambda r: (order.get(r.code, len(order)), r.code))
+    return [rules[c] for c in rule_order(rules) if (not select or hit(c, select)) and not (ignore and hit(c, ignore))]
 
 
 def evaluate(
@@ -60,58 +41,68 @@ def evaluate(
     *,
     select: list[str] | None = None,
     ignore: list[str] | None = None,
+    recommend: Recommend | None = None,
 ) -> tuple[list[Finding], list[Rule]]:
     rules = load_rules()
     checks = load_all()
     ctx = Context(inventory, report, inputs)
     findings: list[Finding] = []
     evaluated = selected(rules, select, ignore)
+    architecture = _target_architecture(ctx)
     for rule in evaluated:
-        fn = checks.get(rule.check)
-        if fn is None:
-            raise MtplintError(
-                f"rule {rule.code} names check {rule.check!r}, which does not exist", path=rule.source_file
+        if not rule.applies_to.matches(architecture, ctx.vllm_version):
+            continue
+        for hit in checks[rule.check].fn(ctx, rule.options):
+            _check_relations(rule, hit)
+            finding = Finding(
+                code=rule.code,
+                name=rule.name,
+                severity=hit.severity or rule.severity,
+                message=format_message(rule, hit.fields),
+                location=hit.location,
+                evidence=hit.evidence,
+                fixes=recommend(rule, hit, ctx.vllm_version) if recommend else _listed_fixes(rule, hit),
+                caused_by=ctx.cause_id(hit.because),
+                key=hit.key,
+                basis=hit.basis,
             )
-        for hit in fn(ctx, rule.options):
-            findings.append(
-                Finding(
-                    code=rule.code,
-                    name=rule.name,
-                    severity=hit.severity or rule.severity,
-                    message=format_message(rule, hit.fields),
-                    location=hit.location,
-                    # Only fixes this mtplint actually ships are recommended.
-                    evidence=hit.evidence,
-                    fixes=Fixes(
-                        patches=patches_registry.recommendable(
-                            rule.fixes.get("patches", []), ctx.vllm_version, *_subject(hit)
-                        ),
-                        artifact=fixes_registry.known(_artifact_fixes(rule, hit)),
-                    ),
-                    caused_by=hit.caused_by,
-                    key=hit.key,
-                    basis=hit.basis,
-                )
-            )
-    ids = {f.id for f in findings}
-    for f in findings:
-        if f.caused_by not in ids:
-            f.caused_by = None  # the cause's rule was deselected or stayed silent
+            ctx.record(finding.id, hit)
+            findings.append(finding)
     _downgrade_causes_without_consequences(findings, {r.code: r for r in evaluated})
     return findings, evaluated
 
 
-def _artifact_fixes(rule: Rule, hit: Any) -> list[str]:
+def _listed_fixes(rule: Rule, hit: Hit) -> Fixes:
+    return Fixes(patches=list(rule.fixes.get("patches", [])), artifact=artifact_fixes(rule, hit))
+
+
+def artifact_fixes(rule: Rule, hit: Hit) -> list[str]:
     """The rule's artifact fixes, narrowed to those the hit says apply to it."""
     listed = rule.fixes.get("artifact", [])
     return listed if hit.artifact_fixes is None else [f for f in listed if f in hit.artifact_fixes]
 
 
-def _subject(hit: Any) -> tuple[str | None, str | None]:
-    """The model and runtime path a hit is about, for scoping its runtime patches."""
-    model = hit.evidence.get("model") or hit.fields.get("model")
-    path = next((hit.fields[k] for k in ("module", "param") if hit.fields.get(k) is not None), None)
-    return model, path
+def _check_relations(rule: Rule, hit: Hit) -> None:
+    """A check may only provide, link to and claim what its rule file declares."""
+    undeclared = (
+        [c.label for c in hit.provides if c.label not in rule.relations.provides]
+        + [c.label for c in hit.because if c.label not in rule.relations.caused_by]
+        + [k for k, _m, _i in hit.claims if k not in rule.relations.claims]
+    )
+    if undeclared:
+        raise MtplintError(
+            f"check {rule.check} uses relation(s) {', '.join(sorted(set(undeclared)))} that {rule.code}'s "
+            "[relations] does not declare",
+            path=rule.source_file,
+        )
+
+
+def _target_architecture(ctx: Context) -> str | None:
+    built = ctx.report.get("models", {}).get("target", {}).get("architecture")
+    if built:
+        return str(built)
+    archs = ctx.inventory.config.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
 
 
 def _downgrade_causes_without_consequences(findings: list[Finding], rules: dict[str, Rule]) -> None:
@@ -120,7 +111,7 @@ def _downgrade_causes_without_consequences(findings: list[Finding], rules: dict[
     this run, such a finding drops to the severity the rule names."""
     causes = {f.caused_by for f in findings if f.caused_by}
     for f in findings:
-        lower = rules[f.code].options.get("without_consequences")
+        lower = rules[f.code].relations.without_consequences
         if lower and f.severity == "error" and f.id not in causes:
             f.severity = lower
             f.evidence["severity_note"] = "no consequence in this configuration"

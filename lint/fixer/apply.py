@@ -4,6 +4,10 @@ Every file is replaced atomically (temp file in the same directory, fsync, os.re
 fsync of the directory), and in dependency order: new shards first (nothing references
 them yet), then the index that references them, then the config files. Each existing
 file is copied to `<name>.mtplint-orig` before its first change, never over an older copy.
+
+Everything that can be checked before the first write is (workdir.targets: a link out of the
+checkpoint, an unwritable directory, an immutable file), so a refused plan changes nothing; a
+write that fails anyway (a full disk) is a WriteFailed naming the file and what was written.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..errors import BadInput
 from .plan import INDEX_NAME, NewTensor, Rendered
+from .workdir import TEMP_SUFFIX, reason, targets
 
 BACKUP_SUFFIX = ".mtplint-orig"
 CHUNK = 16 * 2**20  # bytes per copy step: a shard is never held in memory
@@ -35,7 +41,7 @@ def _fsync_dir(d: Path) -> None:
 def _temp_in(d: Path, name: str, like: Path | None = None) -> tuple[int, Path]:
     # The temp name ends neither in .json nor .safetensors: a loader globbing the
     # directory after a kill must not pick it up.
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{name}.", suffix=".mtplint-tmp")
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{name}.", suffix=TEMP_SUFFIX)
     # mkstemp makes the file 0600; the replacement keeps the mode of the file it replaces
     # (or a new file's usual umask mode), or other users lose read access to the model.
     try:
@@ -137,10 +143,10 @@ def _copy_range(src: int, begin: int, end: int, dst: int, at: int) -> None:
         pos = hole
 
 
-def write_shard(root: Path, name: str, tensors: list[NewTensor]) -> None:
-    path = root / name
+def write_shard(root: Path, name: str, tensors: list[NewTensor], path: Path | None = None) -> None:
+    path = path or root / name
     head, data_len = _header(tensors)
-    fd, tmp = _temp_in(root, name)
+    fd, tmp = _temp_in(path.parent, name)
     try:
         os.ftruncate(fd, len(head) + data_len)
         os.pwrite(fd, head, 0)
@@ -161,7 +167,7 @@ def write_shard(root: Path, name: str, tensors: list[NewTensor]) -> None:
             os.close(fd)
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(root)
+    _fsync_dir(path.parent)
 
 
 def write_order(rendered: Rendered) -> list[str]:
@@ -172,15 +178,45 @@ def write_order(rendered: Rendered) -> list[str]:
     return [*rendered.shards, *([INDEX_NAME] if INDEX_NAME in rendered.json else []), *others]
 
 
-def apply(root: Path, rendered: Rendered) -> list[str]:
-    """Write the plan; returns the files written, in order."""
-    written = []
-    for name in write_order(rendered):
-        if name in rendered.shards:
-            write_shard(root, name, rendered.shards[name])
+class WriteFailed(OSError):
+    """Writing one file of the plan failed: which file, at which step, and what was written before."""
+
+    def __init__(self, name: str, path: Path, step: str, cause: OSError, written: list[str]):
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.name, self.path, self.step, self.cause, self.written = name, path, step, cause, written
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.step}: {self.cause}"
+
+    def bad_input(self) -> BadInput:
+        """The one line for the user: the file, the problem, and the state the checkpoint is in."""
+        if self.written:
+            state = (
+                f"already written: {', '.join(self.written)}; the checkpoint loads as written so far, "
+                f"originals are kept as *{BACKUP_SUFFIX}"
+            )
         else:
-            path = root / name
-            keep_original(path)
-            write_atomic(path, rendered.json[name][1].encode("utf-8"))
+            state = "nothing was changed"
+        return BadInput(f"cannot {self.step}: {reason(self.cause)}; {state}", path=str(self.path))
+
+
+def apply(root: Path, rendered: Rendered) -> list[str]:
+    """Write the plan; returns the files written, in order. Raises BadInput before the first
+    write for a plan that cannot be written, and WriteFailed when a write fails."""
+    order = write_order(rendered)
+    paths = targets(root, order)
+    written: list[str] = []
+    for name in order:
+        path, step = paths[name], "write the new shard"
+        try:
+            if name in rendered.shards:
+                write_shard(root, name, rendered.shards[name], path=path)
+            else:
+                step = f"keep the original as {name}{BACKUP_SUFFIX}"
+                keep_original(root / name)
+                step = "replace it"
+                write_atomic(path, rendered.json[name][1].encode("utf-8"))
+        except OSError as e:
+            raise WriteFailed(name, path, step, e, written) from e
         written.append(name)
     return written

@@ -239,7 +239,7 @@ def runtime_entries(
 def _whole_layer(ctx: Any, root: str, keep: set[tuple[str, str]], feed: dict[tuple[str, str], set[str]]) -> bool:
     """True when excluding everything under `root` excludes what is wanted and, beyond it,
     only modules that are unfed or already built unquantized from unquantized tensors."""
-    from ..engine.context import is_quantized_method
+    from ..checks.context import is_quantized_method
 
     wanted_here = [mp for mp in keep if mp[1].startswith(root)]
     if len(wanted_here) < 2:

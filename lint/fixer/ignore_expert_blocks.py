@@ -58,7 +58,7 @@ def plan(
     inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     from ..checks.exclusions import aimed_groups
-    from ..engine.context import Context
+    from ..checks.context import Context
 
     aimed = [
         f for f in findings if f.code == "MTP001" and (f.evidence or {}).get("vllm_compares") and f.location.config_key

@@ -19,7 +19,7 @@ ID = "ignore-unquantized-mtp-block"
 def plan(
     inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
-    from ..engine.context import Context
+    from ..checks.context import Context
     from .exclusions import exclusion_list, feeders, runtime_entries
 
     wanted = []

@@ -21,7 +21,7 @@ def plan(
     inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     from ..checks.exclusions import _ondisk_modules_meant, _runtime_prefixes_for
-    from ..engine.context import Context
+    from ..checks.context import Context
     from .exclusions import exclusion_list, feeders, runtime_entries
 
     # Entries of a list compared with on-disk block names (evidence.vllm_compares) are

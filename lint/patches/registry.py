@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadInput
+from ..versions import in_range
 
 
 @dataclass(frozen=True)
@@ -90,19 +91,6 @@ PATCHES: dict[str, Patch] = {
         ),
     )
 }
-
-
-def in_range(version: str, specifier: str) -> bool:
-    """PEP 440 containment for a vLLM version string such as '0.29.0' or
-    '0.30.0rc1.dev12+g1234abcd' (local build tags ignored, pre-releases included)."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        v = Version(str(version).split("+")[0])
-    except InvalidVersion:
-        return True  # an unparseable version: do not rule anything out
-    return SpecifierSet(specifier).contains(v, prereleases=True)
 
 
 def recommendable(ids: list[str], vllm_version: str | None, model: str | None, path: str | None) -> list[str]:

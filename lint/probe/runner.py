@@ -24,9 +24,9 @@ from typing import Any
 from ..errors import BadInput, ProbeFailure
 from ..inventory.model import Inventory
 from . import cache
+from .report_schema import SCHEMA_VERSION
 
 DEFAULT_TIMEOUT = 600.0
-PROBE_VERSION = "1"  # bump when the report format or what the child records changes
 
 
 @dataclass
@@ -117,7 +117,7 @@ def check_vllm_commit(wanted: str | None, identity: dict[str, Any]) -> None:
 
 def cache_key(inventory: Inventory, request: ProbeRequest, identity: dict[str, Any]) -> str:
     h = hashlib.sha256()
-    h.update(PROBE_VERSION.encode())
+    h.update(f"schema {SCHEMA_VERSION}".encode())
     h.update(json.dumps([identity.get("version"), identity.get("commit"), identity.get("python")]).encode())
     h.update(inventory.config_path.read_bytes())
     if inventory.hf_quant_config is not None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from typing import TYPE_CHECKING
 
 from mtplint.findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
 from mtplint.reporters import checkpoint_name, consequence_tree, fix_commands, location_text, summary_line
+from mtplint.textsafe import terminal_safe
 
 if TYPE_CHECKING:
     from mtplint.engine.rule import Rule
@@ -25,15 +27,27 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+# The runner's log viewer interprets ANSI sequences, and a raw newline would end the workflow
+# command (letting the rest of a name issue commands of its own): each piece of checkpoint text
+# is made one safe line first, then the workflow-command escaping is applied.
+def _data(text: str) -> str:
+    return escape_data(terminal_safe(text))
+
+
+def _property(text: str) -> str:
+    return escape_property(terminal_safe(text))
+
+
 def annotation(f: Finding, *, uri_prefix: str = "", path: str = "PATH", cause: Finding | None = None) -> str:
     file = posixpath.join(uri_prefix.strip("/"), f.location.file) if uri_prefix.strip("/") else f.location.file
     title = f"{f.code} {f.name}"
     if cause is not None:
         title += f" (consequence of {cause.code})"
-    body = [f.message, f"at {location_text(f)}"]
+    body = [f.message.strip(), f"at {location_text(f)}"]
     body += [f"fix: {cmd}" for cmd in fix_commands(f, path)]
-    props = f"file={escape_property(file)},title={escape_property(title)}"
-    return f"::{_COMMAND.get(f.severity, 'warning')} {props}::{escape_data(chr(10).join(body))}"
+    props = f"file={_property(file)},title={_property(title)}"
+    # %0A between the pieces is the annotation's own line break; newlines inside a piece are escaped.
+    return f"::{_COMMAND.get(f.severity, 'warning')} {props}::{'%0A'.join(_data(b) for b in body)}"
 
 
 def render_github(result: RunResult, rules: dict[str, Rule] | None = None, *, uri_prefix: str = "") -> str:
@@ -50,20 +64,24 @@ def render_github(result: RunResult, rules: dict[str, Rule] | None = None, *, ur
             f"mtplint: GitHub shows at most {ANNOTATION_LIMIT} annotations per level per step; "
             "the job summary lists every finding."
         )
-    lines.append(summary_line(result))
+    lines.append(terminal_safe(summary_line(result)))
     return "\n".join(lines) + "\n"
 
 
 def step_summary(result: RunResult, rules: dict[str, Rule] | None = None) -> str:
     path = checkpoint_name(result)
     roots, children = consequence_tree(result.findings)
-    out = [f"## mtplint: `{_cell(path)}`", "", summary_line(result), ""]
+    out = [f"## mtplint: `{_code(path)}`", "", _cell(summary_line(result)), ""]
     if result.findings:
         out += ["| Severity | Rule | Location | Message | Fix |", "| --- | --- | --- | --- | --- |"]
         for f in _tree_order(roots, children):
-            rule = f"`{f.code}` {f.name}" + (f" (caused by `{_cell(f.caused_by)}`)" if f.caused_by else "")
-            fixes = "<br>".join(f"`{_cell(c)}`" for c in fix_commands(f, path)) or "-"
-            out.append(f"| {f.severity} | {rule} | `{_cell(location_text(f))}` | {_cell(f.message)} | {fixes} |")
+            rule = f"`{_code(f.code)}` {_cell(f.name)}" + (
+                f" (caused by `{_code(f.caused_by)}`)" if f.caused_by else ""
+            )
+            fixes = "<br>".join(f"`{_code(c)}`" for c in fix_commands(f, path)) or "-"
+            out.append(
+                f"| {_cell(f.severity)} | {rule} | `{_code(location_text(f))}` | {_cell(f.message.strip())} | {fixes} |"
+            )
         out.append("")
     return "\n".join(out) + "\n"
 
@@ -93,6 +111,17 @@ def _tree_order(roots: list[Finding], children: dict[str, list[Finding]]) -> lis
     return ordered
 
 
+def _code(text: str) -> str:
+    # Inside a code span only a pipe (ends the table cell) and a backtick (ends the span) are special;
+    # a newline would end the row and is escaped with the other controls.
+    return terminal_safe(text).replace("|", "\\|").replace("`", "'")
+
+
+# Markdown would turn a name such as `[x](https://...)`, `<img src=...>` or `**x**` into a link, an
+# image or emphasis, and eat the backslashes of a regex entry: the marks that open those are
+# backslash-escaped, so the cell shows the text exactly.
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>|~&])")
+
+
 def _cell(text: str) -> str:
-    # A pipe ends a table cell and a newline ends the row; backticks would break the code span.
-    return text.replace("|", "\\|").replace("\r", "").replace("\n", "<br>").replace("`", "'")
+    return _MARKDOWN.sub(r"\\\1", terminal_safe(text))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from mtplint import __version__
 from mtplint.findings import RunResult
 from mtplint.reporters import jsonable, severity_counts
+from mtplint.textsafe import json_safe
 
 if TYPE_CHECKING:
     from mtplint.engine.rule import Rule
@@ -37,7 +38,9 @@ def build_report(result: RunResult) -> dict[str, Any]:
 
 
 def render_json(result: RunResult, rules: dict[str, Rule] | None = None) -> str:
-    return json.dumps(build_report(result), indent=2, ensure_ascii=False) + "\n"
+    # Names stay exact; the controls JSON would leave raw (DEL, C1, bidi, lone surrogates) are
+    # written as \u escapes, so the file is safe to print and to encode as UTF-8.
+    return json_safe(json.dumps(build_report(result), indent=2, ensure_ascii=False)) + "\n"
 
 
 def load_schema() -> dict[str, Any]:

@@ -13,6 +13,7 @@ from junit_xml import TestCase, TestSuite, to_xml_report_string
 from mtplint import __version__
 from mtplint.findings import SEVERITY_RANK, Finding, RunResult
 from mtplint.reporters import at_least, checkpoint_name, fix_commands, jsonable, location_text, summary_line
+from mtplint.textsafe import json_safe, terminal_safe, terminal_safe_lines
 
 if TYPE_CHECKING:
     from mtplint.engine.rule import Rule
@@ -33,10 +34,10 @@ def render_junit(result: RunResult, rules: dict[str, Rule] | None = None, *, fai
         **{f"input.{k}": v for k, v in (result.inputs or {}).items()},
     }
     suite = TestSuite(
-        name=path,
+        name=terminal_safe(path),
         test_cases=cases,
-        properties={k: _prop(v) for k, v in props.items() if v is not None},
-        stdout=summary_line(result),
+        properties={terminal_safe(k): terminal_safe(_prop(v)) for k, v in props.items() if v is not None},
+        stdout=terminal_safe(summary_line(result)),
     )
     return to_xml_report_string([suite], encoding="utf-8")
 
@@ -56,27 +57,38 @@ def _case(code: str, name: str, findings: list[Finding], path: str, fail_on: str
     failing = [f for f in findings if at_least(f.severity, fail_on)]
     body = "\n\n".join(_describe(f, path) for f in findings) or None
     case = TestCase(
-        name=f"{code} {name}".strip(),
-        classname=f"mtplint.{code}",
-        file=findings[0].location.file if findings else None,
+        name=terminal_safe(f"{code} {name}".strip()),
+        classname=terminal_safe(f"mtplint.{code}"),
+        file=terminal_safe(findings[0].location.file) if findings else None,
         stdout=None if failing else body,
     )
     if failing:
         worst = max(failing, key=lambda f: SEVERITY_RANK.get(f.severity, 0))
-        first_line = (failing[0].message.strip().splitlines() or [f"{code} {name}"])[0]
+        first_line = failing[0].message.strip() or f"{code} {name}"
         if len(findings) > 1:
             first_line += f" (+{len(findings) - 1} more)"
         # The message must be non-empty, or junit-xml silently records a pass.
-        case.add_failure_info(message=first_line, output=body, failure_type=worst.severity)
+        case.add_failure_info(
+            message=terminal_safe(first_line), output=body, failure_type=terminal_safe(worst.severity)
+        )
     return case
 
 
 def _describe(f: Finding, path: str) -> str:
-    lines = [f"[{f.severity}] {location_text(f)}", f.message]
-    lines += [f"  {k}: {v if isinstance(v, str) else json.dumps(v, default=jsonable)}" for k, v in f.evidence.items()]
+    # XML 1.0 cannot hold C0 controls even as character references (junit-xml would silently
+    # delete them), so checkpoint text is escaped visibly. Only evidence keeps its line breaks
+    # (tracebacks), indented so that no line of it can pass for a "fix:" line.
+    lines = [terminal_safe(f"[{f.severity}] {location_text(f)}"), terminal_safe(f.message.strip())]
+    for k, v in f.evidence.items():
+        value = (
+            terminal_safe_lines(v).replace("\n", "\n    ")
+            if isinstance(v, str)
+            else json_safe(json.dumps(v, default=jsonable))
+        )
+        lines.append(f"  {terminal_safe(k)}: {value}")
     if f.caused_by:
-        lines.append(f"caused by: {f.caused_by}")
-    lines += [f"fix: {cmd}" for cmd in fix_commands(f, path)]
+        lines.append(f"caused by: {terminal_safe(f.caused_by)}")
+    lines += [f"fix: {terminal_safe(cmd)}" for cmd in fix_commands(f, path)]
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from urllib.parse import quote
 from mtplint import __version__
 from mtplint.findings import Finding, RunResult
 from mtplint.reporters import checkpoint_name, consequence_tree, fix_commands, jsonable
+from mtplint.textsafe import json_safe, terminal_safe
 
 if TYPE_CHECKING:
     from mtplint.engine.rule import Rule
@@ -33,7 +34,8 @@ def render_sarif(
     uri_base_id: str = "%SRCROOT%",
 ) -> str:
     """uri_prefix: the checkpoint root relative to the uri_base_id root (usually the repository root)."""
-    return json.dumps(build_sarif(result, rules or {}, uri_prefix=uri_prefix, uri_base_id=uri_base_id), indent=2) + "\n"
+    doc = build_sarif(result, rules or {}, uri_prefix=uri_prefix, uri_base_id=uri_base_id)
+    return json_safe(json.dumps(doc, indent=2)) + "\n"
 
 
 def build_sarif(
@@ -93,7 +95,7 @@ def _descriptor(entry: dict, rule: Rule | None) -> dict:
         markdown, help_uri = text, f"https://mtplint.dev/rules/{code}"
     tags = ["mtp", "vllm", "speculative-decoding"]
     if rule:
-        tags += [f"quant:{m}" for m in rule.applies_to.get("quant_methods", [])]
+        tags += [f"arch:{a}" for a in rule.applies_to.architectures]
     return {
         "id": code,
         "name": name,
@@ -115,7 +117,9 @@ def _result(f: Finding, rule_index: int, locate, by_id: dict, children: dict, pa
         "ruleId": f.code,
         "ruleIndex": rule_index,
         "level": _LEVEL.get(f.severity, "warning"),
-        "message": {"text": f.message or f"{f.code} {f.name}"},
+        # Message texts are what viewers display: escaped visibly, like the text report. Names in
+        # properties and logical locations stay exact (JSON escapes them).
+        "message": {"text": terminal_safe(f.message.strip() or f"{f.code} {f.name}")},
         "locations": [locate(f)],
         "partialFingerprints": {FINGERPRINT_KEY: fingerprint(f)},
         "properties": _plain(
@@ -147,7 +151,8 @@ def _result(f: Finding, rule_index: int, locate, by_id: dict, children: dict, pa
 def fingerprint(f: Finding) -> str:
     """Stable across runs and reformatting: code + key (or the location when a check sets no key)."""
     ident = f.key or "|".join(filter(None, (f.location.file, f.location.tensor, f.location.config_key)))
-    return hashlib.sha256(f"{f.code}:{ident}".encode()).hexdigest()[:32]
+    # surrogatepass: a lone surrogate in a tensor name must not crash the report (and other names hash as before).
+    return hashlib.sha256(f"{f.code}:{ident}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _location(f: Finding, lines: _LineFinder, uri_prefix: str, uri_base_id: str) -> dict:
@@ -155,7 +160,7 @@ def _location(f: Finding, lines: _LineFinder, uri_prefix: str, uri_base_id: str)
     uri = posixpath.join(uri_prefix.strip("/"), loc.file) if uri_prefix.strip("/") else loc.file
     out: dict[str, Any] = {
         "physicalLocation": {
-            "artifactLocation": {"uri": quote(uri, safe="/"), "uriBaseId": uri_base_id},
+            "artifactLocation": {"uri": quote(uri, safe="/", errors="surrogatepass"), "uriBaseId": uri_base_id},
             "region": {"startLine": lines.line(loc.file, loc.tensor, loc.config_key)},
         }
     }
@@ -172,7 +177,7 @@ def _location(f: Finding, lines: _LineFinder, uri_prefix: str, uri_base_id: str)
 
 
 def _related(i: int, location: dict, text: str) -> dict:
-    return {"id": i, **location, "message": {"text": text}}
+    return {"id": i, **location, "message": {"text": terminal_safe(text)}}
 
 
 class _LineFinder:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from mtplint.findings import SEVERITIES, Finding, RunResult
 from mtplint.reporters import checkpoint_name, consequence_tree, fix_commands, location_text, summary_line
+from mtplint.textsafe import terminal_safe
 
 if TYPE_CHECKING:
     from mtplint.engine.rule import Rule
@@ -34,11 +35,11 @@ def render_text(result: RunResult, rules: dict[str, Rule] | None = None, *, colo
         group = [f for f in roots if f.severity == sev]
         if not group:
             continue
-        lines.append(paint(sev, f"{_HEADINGS.get(sev, sev.capitalize())} ({len(group)})"))
+        lines.append(paint(sev, terminal_safe(f"{_HEADINGS.get(sev, sev.capitalize())} ({len(group)})")))
         for f, alike in _collapse_alike(group, children):
             _finding(lines, f, children, path, paint, depth=1, parent=None)
             if alike:
-                shown = ", ".join(location_text(a) for a in alike[:3])
+                shown = ", ".join(terminal_safe(location_text(a)) for a in alike[:3])
                 lines.append(
                     "      "
                     + paint(
@@ -49,7 +50,7 @@ def render_text(result: RunResult, rules: dict[str, Rule] | None = None, *, colo
                     )
                 )
         lines.append("")
-    lines.append(summary_line(result))
+    lines.append(terminal_safe(summary_line(result)))
     return "\n".join(lines) + "\n"
 
 
@@ -78,21 +79,27 @@ def _collapse_alike(group: list[Finding], children) -> list[tuple[Finding, list[
 def _finding(lines, f: Finding, children, path, paint, depth: int, parent: Finding | None) -> None:
     pad = "  " * depth
     body = pad + ("   " if parent is not None else "") + "    "
-    message = f.message.strip().replace("\n", "\n" + body)  # keep multi-line messages inside the item
-    head = f"{paint('code', f.code)} {f.name}  {location_text(f)}  {message}"
+    # Every name, message and value below can carry text from the checkpoint. A newline in a message
+    # is escaped too: rule messages are one line, so a raw one could only forge an extra line.
+    message = terminal_safe(f.message.strip())
+    head = (
+        f"{paint('code', terminal_safe(f.code))} {terminal_safe(f.name)}  {terminal_safe(location_text(f))}  {message}"
+    )
     if parent is not None:
-        head = f"-> {paint(f.severity, f.severity)} {head}"
+        head = f"-> {paint(f.severity, terminal_safe(f.severity))} {head}"
     lines.append(pad + head)
     for key, value in list(f.evidence.items())[:_MAX_KEYS]:
-        lines.append(body + paint("dim", f"{key}: {_highlight(value)}"))
+        lines.append(body + paint("dim", terminal_safe(f"{key}: {_highlight(value)}")))
     if len(f.evidence) > _MAX_KEYS:
         lines.append(body + paint("dim", f"(+{len(f.evidence) - _MAX_KEYS} more evidence fields in --format json)"))
     if f.basis != "probe":
-        lines.append(body + paint("dim", f"basis: {f.basis} (the vLLM probe did not observe this directly)"))
+        lines.append(
+            body + paint("dim", f"basis: {terminal_safe(f.basis)} (the vLLM probe did not observe this directly)")
+        )
     # A consequence usually shares its cause's fixes; repeating them would bury the tree.
     if parent is None or (f.fixes.patches, f.fixes.artifact) != (parent.fixes.patches, parent.fixes.artifact):
         for cmd in fix_commands(f, path):
-            lines.append(body + f"fix: {cmd}")
+            lines.append(body + f"fix: {terminal_safe(cmd)}")
     for child in children.get(f.id, []):
         _finding(lines, child, children, path, paint, depth + 2, parent=f)
 

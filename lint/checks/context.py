@@ -11,7 +11,29 @@ from typing import Any
 from ..findings import Location
 from ..inventory.fingerprint import split_module
 from ..inventory.model import Inventory, ModuleFormat
-from .graph import WeightFlow, build_weight_flow
+from .weight_flow import WeightFlow, build_weight_flow
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A root cause a finding stands for, by label and subject: `Cause("quant-mismatch",
+    ("draft", "model.layers.43.mtp_block.ffn.experts"))`. Labels are declared in the rule
+    files' `[relations]`; checks never name another rule."""
+
+    label: str
+    subject: tuple[str, ...] = ()
+    # Also match a cause registered for an ancestor of the last subject element (a module path).
+    ancestors: bool = False
+
+    def keys(self) -> list[tuple[str, ...]]:
+        if not (self.ancestors and self.subject):
+            return [(self.label, *self.subject)]
+        *head, path = self.subject
+        out = []
+        while path:
+            out.append((self.label, *head, path))
+            path = path.rsplit(".", 1)[0] if "." in path else ""
+        return out
 
 
 @dataclass
@@ -23,10 +45,16 @@ class Hit:
     location: Location
     evidence: dict[str, Any] = field(default_factory=dict)
     severity: str | None = None  # None: the rule's default
-    caused_by: str | None = None  # finding id ("MTP001:re:.*mtp.*")
     basis: str = "probe"
     # The artifact fixes that apply to this hit, where only some of the rule's do.
     artifact_fixes: list[str] | None = None
+    # Causes this finding stands for, for later rules' findings to link to.
+    provides: list[Cause] = field(default_factory=list)
+    # Causes this finding may be a consequence of, most specific first: it links to the first
+    # one a finding of an earlier rule provides.
+    because: list[Cause] = field(default_factory=list)
+    # Evidence it accounts for: (kind, model, item), e.g. ("load-error", "draft", tensor).
+    claims: list[tuple[str, str, str | None]] = field(default_factory=list)
 
 
 def is_quantized_method(method: str | None) -> bool:
@@ -41,10 +69,28 @@ class Context:
         self.inventory = inventory
         self.report = report
         self.inputs = inputs
-        # (model, tensor) pairs a specific rule has explained; MTP008 reports the rest.
-        self.explained: set[tuple[str, str | None]] = set()
-        # Root causes other checks may link to: a label -> finding id.
-        self.causes: dict[str, str] = {}
+        # Filled by the engine from earlier rules' hits: evidence they claimed, and the
+        # finding id standing for each cause (the first registered wins).
+        self._claimed: set[tuple[str, str, str | None]] = set()
+        self._causes: dict[tuple[str, ...], str] = {}
+
+    # --- what earlier rules found (written by the engine only) ----------------------
+    def claimed(self, kind: str, model: str, item: str | None) -> bool:
+        """True when an earlier rule's finding accounts for this evidence."""
+        return (kind, model, item) in self._claimed
+
+    def cause_id(self, causes: list[Cause]) -> str | None:
+        """The finding id of the first of `causes` an earlier finding provides."""
+        for cause in causes:
+            for key in cause.keys():
+                if key in self._causes:
+                    return self._causes[key]
+        return None
+
+    def record(self, finding_id: str, hit: Hit) -> None:
+        self._claimed.update(hit.claims)
+        for cause in hit.provides:
+            self._causes.setdefault((cause.label, *cause.subject), finding_id)
 
     # --- probe report views -------------------------------------------------------
     @property

@@ -1,0 +1,21 @@
+"""Which of a rule's fixes to recommend for one finding: only the runtime patches and
+artifact fixes this mtplint ships, and only patches that cover the finding's model, module
+and the probed vLLM version. Sits above the engine, beside the fixer and the patches."""
+
+from __future__ import annotations
+
+from .checks.context import Hit
+from .engine.rule import Rule
+from .engine.run import artifact_fixes
+from .findings import Fixes
+from .fixer import registry as fixes_registry
+from .patches import registry as patches_registry
+
+
+def recommend(rule: Rule, hit: Hit, vllm_version: str) -> Fixes:
+    model = hit.evidence.get("model") or hit.fields.get("model")
+    path = next((hit.fields[k] for k in ("module", "param") if hit.fields.get(k) is not None), None)
+    return Fixes(
+        patches=patches_registry.recommendable(rule.fixes.get("patches", []), vllm_version, model, path),
+        artifact=fixes_registry.known(artifact_fixes(rule, hit)),
+    )

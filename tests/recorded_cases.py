@@ -1,0 +1,101 @@
+"""Rule cases and their recorded probe reports, shared by the fast tier, the real-probe tier
+and `make record` (scripts/record_reports.py).
+
+A case (tests/cases/*.toml) lints one fixture recipe with some arguments and states which
+rules fire and which stay silent. Its recorded report is what the real vLLM probe wrote for
+it (tests/recorded/<case id>.json.xz), so the fast tier can run every case's checks
+in-process without importing vLLM; a drift test re-probes a sample and compares.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import tomllib
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES_DIR = ROOT / "tests" / "cases"
+RECORDED_DIR = ROOT / "tests" / "recorded"
+PINNED_VLLM = "0.33.0"
+# What differs between two probes of the same inputs: timings, temp paths, cache state.
+VOLATILE = ("seconds", "cached", "timings", "peak_rss_mib")
+VOLATILE_REQUEST = ("config_dir", "tensors_file")
+
+
+def load_cases() -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = []
+    for f in sorted(CASES_DIR.glob("*.toml")):
+        for case in tomllib.loads(f.read_text())["case"]:
+            case["file"] = f.name
+            cases.append(case)
+    return cases
+
+
+def normalize(report: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in report.items() if k not in VOLATILE}
+    if isinstance(out.get("request"), dict):
+        out["request"] = {k: v for k, v in out["request"].items() if k not in VOLATILE_REQUEST}
+    return out
+
+
+def recorded_path(case_id: str) -> Path:
+    return RECORDED_DIR / f"{case_id}.json.xz"
+
+
+def write_recorded(case_id: str, record: dict[str, Any]) -> None:
+    RECORDED_DIR.mkdir(parents=True, exist_ok=True)
+    data = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    tmp = recorded_path(case_id).with_suffix(".tmp")
+    tmp.write_bytes(lzma.compress(data, preset=9))
+    tmp.replace(recorded_path(case_id))
+
+
+def read_recorded(case_id: str) -> dict[str, Any] | None:
+    path = recorded_path(case_id)
+    if not path.is_file():
+        return None
+    return json.loads(lzma.decompress(path.read_bytes()))
+
+
+def vllm_python_args(version: str) -> list[str]:
+    """--vllm-python for a case that probes another vLLM release than the pin."""
+    if version == PINNED_VLLM:
+        return []
+    python = ROOT / ".vllm-alt" / version / "python"
+    if not python.exists():
+        raise FileNotFoundError(f"vLLM {version} is not installed beside the pin: run scripts/alt_vllm.sh {version}")
+    return ["--vllm-python", str(python)]
+
+
+def assert_case(case: dict[str, Any], rc: int, report: dict[str, Any]) -> None:
+    """What a case states about a lint's JSON report (the `--format json` document)."""
+    findings = report["findings"]
+    codes = {f["code"] for f in findings}
+    for code in case["fires"]:
+        assert code in codes, f"{code} did not fire; findings: {sorted(codes)}"
+    for code in case["silent"]:
+        assert code not in codes, f"{code} fired: {[f['message'] for f in findings if f['code'] == code]}"
+    if "max_errors" in case:
+        errors = [f for f in findings if f["severity"] == "error"]
+        assert len(errors) <= case["max_errors"], [f["message"] for f in errors]
+        assert rc == 0
+    for code, needle in case.get("message_contains", {}).items():
+        assert any(needle in f["message"] for f in findings if f["code"] == code), needle
+    for code, needle in case.get("message_absent", {}).items():
+        assert not any(needle in f["message"] for f in findings if f["code"] == code), needle
+    for code, needle in case.get("evidence_contains", {}).items():
+        assert any(
+            needle in json.dumps(f["evidence"]) or needle in f["message"] for f in findings if f["code"] == code
+        ), needle
+    ids = {f["id"]: f for f in findings}
+    for code, cause_code in case.get("caused_by", {}).items():
+        assert any(
+            f["caused_by"] and ids[f["caused_by"]]["code"] == cause_code for f in findings if f["code"] == code
+        ), f"{code} not linked to {cause_code}"
+    for code, patches in case.get("patches_recommended", {}).items():
+        assert any(f["fixes"]["patches"] == patches for f in findings if f["code"] == code), [
+            f["fixes"] for f in findings if f["code"] == code
+        ]
+    assert report["vllm"]["version"] == case.get("vllm", PINNED_VLLM)

@@ -1,0 +1,100 @@
+"""Every rule case, checked in-process from its recorded probe report: no vLLM import.
+
+The fixture checkpoint is built and inventoried for real; only the probe's output comes from
+tests/recorded/ (`make record` refreshes it; tests/test_rule_cases.py re-probes a sample and
+fails on drift)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+from recorded_cases import PINNED_VLLM, assert_case, load_cases, read_recorded
+
+from fixtures.build import cached_build
+
+CASES = load_cases()
+
+
+@cache
+def _built(recipe: str) -> Path:
+    return cached_build(recipe)
+
+
+def lint_recorded(case: dict) -> tuple[int, dict]:
+    """`mtplint RECIPE ARGS --format json` with the recorded probe report standing in for the probe."""
+    from mtplint.cli import check_cmd
+    from mtplint.findings import SEVERITY_RANK
+    from mtplint.inventory.checkpoint import load_inventory
+    from mtplint.probe.runner import ProbeRequest
+    from mtplint.reporters.json_report import build_report
+    from mtplint.session import Linted, judge
+    from mtplint.settings import load_settings
+
+    record = read_recorded(case["id"])
+    assert record is not None, f"no recorded report for {case['id']}: run `make record`"
+    path = _built(case["recipe"])
+    params = dict(check_cmd.make_context("check", [str(path), *case["args"]]).params)
+    params.pop("path")
+    settings = load_settings(path, params)
+    report = record["report"]
+    req = report["request"]
+    request = ProbeRequest(
+        sm=tuple(req["sm"]),
+        gpu_name=req["gpu_name"],
+        gpu_memory=req["gpu_memory"],
+        num_speculative_tokens=req["num_speculative_tokens"],
+        tensor_parallel_size=req["tensor_parallel_size"],
+        pipeline_parallel_size=req["pipeline_parallel_size"],
+        patches=req["patches"],
+        serve_args=req["serve_args"],
+    )
+    inventory = load_inventory(path)
+    inputs = {**record["inputs"], "path": str(path)}
+    findings, evaluated = judge(path, inventory, report, inputs, request, settings)
+    linted = Linted(inventory, report, findings, evaluated, inputs, request)
+    worst = max((SEVERITY_RANK[f.severity] for f in findings), default=-1)
+    rc = 1 if worst >= SEVERITY_RANK[settings["fail_on"]] else 0
+    return rc, build_report(linted.result())
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_rule_case(case):
+    rc, report = lint_recorded(case)
+    assert_case(case, rc, report)
+
+
+def test_every_rule_fires_and_stays_silent_somewhere():
+    shipped = {p.stem for p in (Path(__file__).parent.parent / "rules").glob("MTP*.toml")}
+    fires = {c for case in CASES for c in case["fires"]}
+    silent = {c for case in CASES for c in case["silent"]}
+    assert shipped, "no rules shipped"
+    assert not shipped - fires, f"rules with no firing case: {sorted(shipped - fires)}"
+    assert not shipped - silent, f"rules with no silent case: {sorted(shipped - silent)}"
+
+
+def test_every_case_has_a_recorded_report():
+    missing = [c["id"] for c in CASES if read_recorded(c["id"]) is None]
+    assert not missing, f"run `make record` for: {missing}"
+
+
+def test_the_fast_tier_imports_no_vllm():
+    """The checks run on a recorded report without importing vLLM (compressed-tensors, which
+    the inventory uses to parse its quantization configs, brings torch)."""
+    case = next(c for c in CASES if c.get("vllm", PINNED_VLLM) == PINNED_VLLM and c["fires"])
+    code = (
+        "import json, sys; sys.path[:0] = ['tests', '.']\n"
+        "from test_rule_cases_fast import lint_recorded\n"
+        f"rc, report = lint_recorded(json.loads({json.dumps(case)!r}))\n"
+        "print(json.dumps({'vllm': 'vllm' in sys.modules, "
+        "'findings': len(report['findings'])}))\n"
+    )
+    root = Path(__file__).parent.parent
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen == {"vllm": False, "findings": seen["findings"]} and seen["findings"] > 0
