@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import os
+import stat
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from operator import attrgetter
@@ -18,6 +18,9 @@ from mtplint.inventory.declared import parse_declared
 from mtplint.inventory.fingerprint import fingerprint_modules
 from mtplint.inventory.model import Inventory, TensorInfo
 from mtplint.inventory.safetensors_header import read_header
+from mtplint.inventory.strict_json import clip, read_json_object
+
+__all__ = ["INDEX_NAME", "layout_digest", "load_inventory", "read_json_object", "weight_files"]
 
 INDEX_NAME = "model.safetensors.index.json"
 _FILE = attrgetter("file")
@@ -37,17 +40,22 @@ def load_inventory(path: str | os.PathLike, progress: Progress | None = None) ->
 
 
 def _load(path: str | os.PathLike, progress: Progress | None) -> Inventory:
-    root = Path(path).expanduser().absolute()
-    if not root.exists():
+    try:
+        root = Path(path).expanduser().absolute()
+    except RuntimeError as e:  # "~nosuchuser/..."
+        raise BadInput(f"cannot expand the path: {e}", path=str(path)) from e
+    st = _stat(root)
+    if st is None:
         raise BadInput("no such checkpoint directory", path=str(root))
-    if not root.is_dir():
+    if not stat.S_ISDIR(st.st_mode):
         raise BadInput("not a directory: pass the checkpoint directory", path=str(root))
     config_path = root / "config.json"
-    if not config_path.is_file():
+    if _stat(config_path) is None:
         raise BadInput("no config.json in the checkpoint directory", path=str(config_path))
     config = read_json_object(config_path)
     hq_path = root / "hf_quant_config.json"
-    hf_quant = read_json_object(hq_path) if hq_path.is_file() else None
+    hq_st = _stat(hq_path)
+    hf_quant = read_json_object(hq_path) if hq_st is not None and stat.S_ISREG(hq_st.st_mode) else None
     declared = parse_declared(config, hf_quant, root)
 
     sig = memo.signature(root)
@@ -62,6 +70,17 @@ def _load(path: str | os.PathLike, progress: Progress | None) -> Inventory:
     return inventory
 
 
+def _stat(path: Path) -> os.stat_result | None:
+    """stat() following links; None when nothing is there. Other failures (a name too long, a loop,
+    no permission) are bad input, not a crash."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as e:
+        raise BadInput(f"cannot stat: {getattr(e, 'strerror', None) or e}", path=str(path)) from e
+
+
 def _read_layout(
     root: Path,
     config: dict[str, Any],
@@ -70,13 +89,16 @@ def _read_layout(
     declared: Any,
     progress: Progress | None,
 ) -> Inventory:
-    index_path: Path | None = root / INDEX_NAME
-    if index_path.is_file():
-        tensors, shards = _load_indexed(root, index_path, progress)
+    index_file = root / INDEX_NAME
+    index_st = _stat(index_file)
+    index_path: Path | None = None
+    if index_st is not None and stat.S_ISREG(index_st.st_mode):
+        index_path = index_file
+        tensors, shards = _load_indexed(root, index_file, progress)
     else:
-        index_path = None
-        # Without an index vLLM loads every *.safetensors in the directory, so do we.
-        shards = sorted(p.name for p in root.glob("*.safetensors") if p.is_file())
+        # Without an index vLLM loads every *.safetensors in the directory (a directory or a
+        # dangling link so named included: it fails on those, so do we).
+        shards = sorted(weight_files(root))
         if not shards:
             raise BadInput(f"no *.safetensors files and no {INDEX_NAME}", path=str(root))
         tensors, _ = _read_shards(root, shards, progress)
@@ -95,27 +117,22 @@ def _read_layout(
     )
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
+def weight_files(root: Path) -> set[str]:
+    """The names vLLM's DefaultModelLoader finds with glob(join(root, "*.safetensors")): entries
+    directly in `root`, hidden names excluded, links and directories not filtered out."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        with os.scandir(root) as it:
+            return {e.name for e in it if e.name.endswith(".safetensors") and not e.name.startswith(".")}
     except OSError as e:
-        raise BadInput(f"cannot read: {e.strerror or e}", path=str(path)) from e
-    except UnicodeDecodeError as e:
-        raise BadInput(f"not UTF-8 text (bad byte at offset {e.start})", path=str(path)) from e
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BadInput(f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", path=str(path)) from e
-    if not isinstance(obj, dict):
-        raise BadInput(f"expected a JSON object at the top level, got {type(obj).__name__}", path=str(path))
-    return obj
+        raise BadInput(f"cannot list the directory: {e.strerror or e}", path=str(root)) from e
 
 
 def layout_digest(tensors: Iterable[TensorInfo]) -> str:
     """sha256 over the sorted (name, dtype, shape) triples: the same layout gives the same digest
     however it is sharded and whenever it was written."""
     rows = sorted(f"{t.name}\t{t.dtype}\t{t.shape}" for t in tensors)
-    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
+    # surrogatepass: the same bytes as utf-8 for every valid name, and no crash on a lone surrogate.
+    return hashlib.sha256("\n".join(rows).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _load_indexed(root: Path, index_path: Path, progress: Progress | None) -> tuple[dict[str, TensorInfo], list[str]]:
@@ -128,16 +145,19 @@ def _load_indexed(root: Path, index_path: Path, progress: Progress | None) -> tu
         raise BadInput("weight_map is empty", path=where)
     if not all(type(s) is str for s in wm.values()):
         odd = next(n for n, s in wm.items() if type(s) is not str)
-        raise BadInput(f"weight_map[{odd!r}] is not a file name: {wm[odd]!r}", path=where)
+        raise BadInput(f"weight_map[{clip(odd)}] is not a file name: {clip(wm[odd])}", path=where)
     shards = sorted(set(wm.values()))
-    missing = [s for s in shards if not (root / s).is_file()]
+    # vLLM (filter_duplicate_safetensors_files) keeps join(root, name) only when its glob of
+    # root/*.safetensors found exactly that path, else FileNotFoundError: a name with a slash, an
+    # absolute path, a hidden or non-.safetensors name never loads. Names are only compared with
+    # the listing, never opened as given: nothing outside the directory is touched.
+    present = weight_files(root)
+    missing = [s for s in shards if s not in present]
     if missing:
-        count = sum(1 for s in wm.values() if s == missing[0])
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise BadInput(f"weight_map names shard {missing[0]} ({count} tensors) which does not exist{more}", path=where)
+        raise BadInput(_unloadable(missing, wm), path=where)
     tensors, headers = _read_shards(root, shards, progress)
     # The common case in one C-level comparison; only a mismatch pays for the diagnosis below.
-    if dict(zip(tensors, map(_FILE, tensors.values()))) == wm:
+    if dict(zip(tensors, map(_FILE, tensors.values()), strict=True)) == wm:
         return tensors, shards
     by_shard: defaultdict[str, set[str]] = defaultdict(set)
     for name, shard in wm.items():
@@ -160,6 +180,36 @@ def _load_indexed(root: Path, index_path: Path, progress: Progress | None) -> tu
     return tensors, shards  # unreachable: unequal maps differ in some shard
 
 
+def _unloadable(missing: list[str], wm: dict[str, str]) -> str:
+    shard = missing[0]
+    tensor = next(n for n, s in wm.items() if s == shard)
+    count = sum(1 for s in wm.values() if s == shard)
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    where = f"weight_map[{clip(tensor)}] names shard {clip(shard)} ({count} tensor{'s' if count != 1 else ''})"
+    why = _why_unloadable(shard)
+    if why is None:
+        return f"{where} which does not exist{more}"
+    return (
+        f"{where}, {why}: vLLM loads only *.safetensors files directly in the checkpoint directory "
+        f"and fails on this index with FileNotFoundError{more}"
+    )
+
+
+def _why_unloadable(name: str) -> str | None:
+    if name.startswith("/"):
+        return "an absolute path"
+    parts = name.split("/")
+    if ".." in parts:
+        return "a path out of the checkpoint directory"
+    if len(parts) > 1:
+        return "a path into a subdirectory"
+    if not name.endswith(".safetensors"):
+        return "not a *.safetensors name"
+    if name.startswith("."):
+        return "a hidden file name"
+    return None
+
+
 def _read_shards(
     root: Path, shards: list[str], progress: Progress | None
 ) -> tuple[dict[str, TensorInfo], dict[str, dict[str, TensorInfo]]]:
@@ -173,7 +223,7 @@ def _read_shards(
             # Some name was already present: find one, and the shard that had it first.
             name = min(n for n in header if any(n in h for h in headers.values()))
             first = next(s for s, h in headers.items() if name in h)
-            raise BadInput(f"tensor {name!r} is in both {first} and {shard}", path=str(root / shard))
+            raise BadInput(f"tensor {clip(name)} is in both {first} and {shard}", path=str(root / shard))
         headers[shard] = header
         if progress is not None:
             progress(i + 1, len(shards))
@@ -182,6 +232,6 @@ def _read_shards(
 
 def _some(names: Iterable[str], limit: int = 3) -> str:
     names = sorted(names)
-    shown = ", ".join(repr(n) for n in names[:limit])
+    shown = ", ".join(clip(n) for n in names[:limit])
     rest = f" and {len(names) - limit} more" if len(names) > limit else ""
     return f"{len(names)} tensor{'s' if len(names) != 1 else ''} ({shown}{rest})"

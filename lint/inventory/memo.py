@@ -1,34 +1,79 @@
-"""A validated inventory remembered by the stat of every file it came from.
+"""A validated inventory remembered by what it was read from.
 
 A repeated lint of an unchanged checkpoint must not re-parse and re-validate ~70k header
-entries. The memo is keyed by (path, name, size, mtime_ns) of config, index and shards;
-any change to any of them misses. It stores plain columns (marshal), which load an order
-of magnitude faster than pickled objects.
+entries. The key covers config.json, hf_quant_config.json and the index (stat and a hash of
+their bytes) and every *.safetensors file vLLM could load from the directory, which includes
+every shard the index may name (size, mtime_ns, inode, device, and a hash of its header):
+a same-size rewrite with its mtime restored still misses. Hashing the ~46 headers of a large
+checkpoint costs a few milliseconds, a fraction of the memo load itself.
+
+Entries are plain columns (marshal), which load an order of magnitude faster than pickled
+objects; they carry their key and format. An entry that does not check out (unreadable,
+truncated, another key or format, ragged columns) is a miss and is removed. No checksum over
+the entry: it lives in the user's own cache, not in the checkpoint, and hashing its ~6 MB
+would cost more than the rest of the key.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import marshal
 import os
 import tempfile
 from pathlib import Path
 
+from ..errors import BadInput
 from .model import Inventory, ModuleFormat, TensorInfo
+from .safetensors_header import MAX_HEADER_BYTES
+from .strict_json import MAX_JSON_BYTES, open_regular
 
-FORMAT = 1
+# Bump whenever what a successful load accepts changes, so entries stored under older rules are not served.
+FORMAT = 2
+JSON_FILES = ("config.json", "hf_quant_config.json", "model.safetensors.index.json")
 
 
 def signature(root: Path) -> str | None:
-    h = hashlib.sha256(f"{FORMAT}\0{root}".encode())
+    """The memo key of the checkpoint at `root`, or None when some file cannot be keyed (then no memo)."""
+    h = hashlib.sha256(f"{FORMAT}\0".encode() + os.fsencode(root) + b"\0")
     try:
-        entries = [e for e in os.scandir(root) if e.name.endswith((".safetensors", ".json")) and e.is_file()]
+        with os.scandir(root) as it:
+            names = sorted(e.name for e in it if e.name in JSON_FILES or _loadable_shard_name(e.name))
     except OSError:
         return None
-    for e in sorted(entries, key=lambda e: e.name):
-        st = e.stat()
-        h.update(f"{e.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    for name in names:
+        record = _record(root / name, whole=name in JSON_FILES)
+        if record is None:
+            return None
+        h.update(record)
     return h.hexdigest()
+
+
+def _loadable_shard_name(name: str) -> bool:
+    # vLLM's glob("*.safetensors"): hidden names do not match.
+    return name.endswith(".safetensors") and not name.startswith(".")
+
+
+def _record(path: Path, whole: bool) -> bytes | None:
+    try:
+        f, st = open_regular(path, "")
+    except BadInput:
+        return None  # the full read names the problem
+    with f:
+        try:
+            if whole:
+                if st.st_size > MAX_JSON_BYTES:
+                    return None
+                body = f.read()
+            else:
+                n = int.from_bytes(f.read(8), "little")
+                if st.st_size < 8 or n > MAX_HEADER_BYTES or 8 + n > st.st_size:
+                    return None
+                body = f.read(n)
+        except OSError:
+            return None
+    stats = f"\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_dev}\0".encode()
+    return os.fsencode(path.name) + stats + hashlib.sha256(body).digest()
 
 
 def _path(sig: str) -> Path:
@@ -43,6 +88,8 @@ def store(sig: str, inv: Inventory) -> None:
     ts = list(inv.tensors.values())
     mods = list(inv.modules.values())
     data = {
+        "format": FORMAT,
+        "key": sig,
         "files": files,
         "shards": inv.shards,
         "digest": inv.digest,
@@ -63,35 +110,57 @@ def store(sig: str, inv: Inventory) -> None:
         ),
     }
     path = _path(sig)
+    tmp = None
     try:
+        body = marshal.dumps(data)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            marshal.dump(data, f)
+            f.write(body)
         os.replace(tmp, path)
     except (OSError, ValueError):
-        pass  # only costs time next run
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def load(sig: str) -> dict | None:
+    path = _path(sig)
     try:
-        data = marshal.loads(_path(sig).read_bytes())
-    except (OSError, ValueError, EOFError, TypeError):
+        blob = path.read_bytes()
+    except OSError:
         return None
+    try:
+        return _decode(blob, sig)
+    except Exception:
+        # Corrupt, truncated, foreign or from another format: a miss, and gone so it costs nothing again.
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+
+
+def _decode(blob: bytes, sig: str) -> dict:
+    data = marshal.loads(blob)
+    if data["format"] != FORMAT or data["key"] != sig:
+        raise ValueError("not this entry")
     new, set_ = object.__new__, object.__setattr__
     files = data["files"]
+    columns = data["t"]
+    if len(columns) != 6 or len({len(c) for c in columns}) != 1:
+        raise ValueError("ragged columns")
     tensors: dict[str, TensorInfo] = {}
-    for name, dtype, shape, fi, begin, end in zip(*data["t"]):
+    # Not zip(strict=True), checked above instead: strict zip builds a new tuple per row (+50%).
+    for name, dtype, shape, fi, begin, end in zip(*columns):  # noqa: B905
         t = new(TensorInfo)
         set_(
             t, "__dict__", {"name": name, "dtype": dtype, "shape": shape, "file": files[fi], "begin": begin, "end": end}
         )
         tensors[name] = t
-    modules = {m: ModuleFormat(m, k, w, s) for m, k, w, s in zip(*data["m"])}
+    modules = {m: ModuleFormat(m, k, w, s) for m, k, w, s in zip(*data["m"], strict=True)}
     return {
         "tensors": tensors,
         "modules": modules,
-        "shards": data["shards"],
-        "digest": data["digest"],
+        "shards": list(data["shards"]),
+        "digest": str(data["digest"]),
         "index_path": Path(data["index"]) if data["index"] else None,
     }

@@ -1,23 +1,37 @@
 """Read one safetensors shard's header with two small reads, never touching tensor data.
 
-The checks mirror what the safetensors reader (0.8) rejects, so a shard that passes here
-also opens in vLLM; huggingface_hub's header helpers skip them, hence our own parser.
+The checks decide exactly as the safetensors reader (0.8) does, so a shard passes here if and
+only if it opens in vLLM (tests/test_input_hardening.py and scripts/fuzz_inputs.py compare
+the two); huggingface_hub's header helpers skip them, hence our own parser.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mtplint.errors import BadInput
 from mtplint.inventory.model import TensorInfo
+from mtplint.inventory.strict_json import (
+    U64_LIMIT,
+    DupKeys,
+    JsonProblem,
+    clip,
+    finite_float,
+    open_regular,
+    pairs_noting_dups,
+    reject_constant,
+    tree_problem,
+)
 
 MAX_HEADER_BYTES = 100_000_000  # safetensors' MAX_HEADER_SIZE
+# serde_json's recursion limit of 128 lets a document nest 127 containers deep.
+HEADER_MAX_DEPTH = 127
 
 # Element size in bits: sub-byte dtypes (F4, F6) are why this is not bytes.
 DTYPE_BITS = {
@@ -45,7 +59,11 @@ DTYPE_BITS = {
     "C64": 64,
 }
 _NEGATIVE = re.compile(rb"[\[,]\s*-")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _WHOLE_BYTE_SIZES = {k: v // 8 for k, v in DTYPE_BITS.items() if v % 8 == 0}
+_FIELD_ORDER = ("dtype", "shape", "data_offsets")  # serde's order for an entry written as an array
+_FIELDS = frozenset(_FIELD_ORDER)
+_FAST_LIMIT = 1 << 61  # below this every byte count also fits u64 as a bit count
 
 
 @dataclass
@@ -61,29 +79,10 @@ def read_shard_header(path: str | os.PathLike, rel_name: str | None = None) -> S
     path = Path(path)
     where = str(path)
     rel = rel_name if rel_name is not None else path.name
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < 8:
-                raise BadInput(
-                    f"not a safetensors file: {size} bytes, shorter than the 8-byte header length", path=where
-                )
-            n = int.from_bytes(f.read(8), "little")
-            if n > MAX_HEADER_BYTES:
-                raise BadInput(
-                    f"not a safetensors file: header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit", path=where
-                )
-            if 8 + n > size:
-                raise BadInput(
-                    f"truncated: header says {n} bytes but the file has only {size - 8} after the 8-byte length",
-                    path=where,
-                )
-            raw = f.read(n)
-    except OSError as e:
-        raise BadInput(f"cannot read: {e.strerror or e}", path=where) from e
-    header = _decode(raw, where)
+    size, n, raw = _read_raw(path, where)
+    header = decode_header(raw, where)
     metadata = header.pop("__metadata__", None)
-    if metadata is not None and not (isinstance(metadata, dict) and all(type(v) is str for v in metadata.values())):
+    if metadata is not None and not (isinstance(metadata, dict) and all(type(v) is str for v in _values(metadata))):
         raise BadInput("bad header: __metadata__ must be an object of strings", path=where)
     # The fast path's int checks would let JSON true/false or a negative dimension through;
     # such bytes anywhere (even inside a name) send the header down the slow path.
@@ -106,50 +105,114 @@ def read_header(path: str | os.PathLike, rel_name: str | None = None) -> dict[st
     return read_shard_header(path, rel_name).tensors
 
 
-def _decode(raw: bytes, where: str) -> dict:
+def _read_raw(path: Path, where: str) -> tuple[int, int, bytes]:
+    f, st = open_regular(path, "not a safetensors file: not a regular file")
+    size = st.st_size
+    with f:
+        if size < 8:
+            raise BadInput(f"not a safetensors file: {size} bytes, shorter than the 8-byte header length", path=where)
+        try:
+            n = int.from_bytes(f.read(8), "little")
+            if n > MAX_HEADER_BYTES:
+                raise BadInput(
+                    f"not a safetensors file: header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit", path=where
+                )
+            if 8 + n > size:
+                raise BadInput(
+                    f"truncated: header says {n} bytes but the file has only {size - 8} after the 8-byte length",
+                    path=where,
+                )
+            raw = f.read(n)
+        except OSError as e:
+            raise BadInput(f"cannot read: {e.strerror or e}", path=where) from e
+    if len(raw) != n:
+        raise BadInput(f"truncated: header says {n} bytes but only {len(raw)} could be read", path=where)
+    return size, n, raw
+
+
+def decode_header(raw: bytes, where: str) -> dict:
+    """The header JSON as serde_json reads it for safetensors: no NaN/Infinity, no number beyond an
+    f64, no lone surrogate, no nesting past 127 levels (checked with the entries, see _validate_slow)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadInput(f"bad header: invalid UTF-8 at header byte {e.start}", path=where) from e
+    header = _parse(raw, text, where)
+    if not isinstance(header, dict):
+        raise BadInput(f"bad header: expected a JSON object, got {type(header).__name__}", path=where)
+    if isinstance(header, DupKeys) and "__metadata__" in header.dup_keys:
+        raise BadInput("bad header: __metadata__ appears twice", path=where)
+    # Only a \uD800-\uDFFF escape can put a surrogate in a decoded string; pairs are joined by json.
+    if b"\\u" in raw and _SURROGATE_ESCAPE.search(raw):
+        problem = tree_problem(header, HEADER_MAX_DEPTH, strings=True, wide_ints=True)
+        if problem:
+            raise BadInput(f"bad header: invalid JSON: {problem}", path=where)
+    return header
+
+
+def _parse(raw: bytes, text: str, where: str) -> object:
+    # serde_json reads `-0` as a float (no integer field takes it); only then pay for an int hook.
+    decoder = _SIGNED_DECODER if b"-" in raw and _NEGATIVE.search(raw) else _DECODER
     try:
-        header = json.loads(text)
+        return decoder.decode(text)
     except json.JSONDecodeError as e:
         if not text.strip():
             raise BadInput("bad header: empty JSON header", path=where) from e
         raise BadInput(f"bad header: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}", path=where) from e
-    if not isinstance(header, dict):
-        raise BadInput(f"bad header: expected a JSON object, got {type(header).__name__}", path=where)
-    return header
+    except JsonProblem as e:
+        raise BadInput(f"bad header: invalid JSON: {e}", path=where) from e
+    except ValueError as e:  # an integer literal past 4,300 digits: beyond any f64 as well
+        raise BadInput("bad header: invalid JSON: number out of range", path=where) from e
+    except RecursionError as e:
+        raise BadInput(f"bad header: JSON nested more than {HEADER_MAX_DEPTH} levels deep", path=where) from e
+
+
+def _values(d: dict) -> Any:
+    """Every value as written, a repeated key's shadowed ones included (serde checks them all)."""
+    return (v for _, v in d.pairs) if isinstance(d, DupKeys) else d.values()
+
+
+def _signed_int(text: str) -> int | float:
+    return -0.0 if text == "-0" else int(text)
+
+
+_HOOKS = dict(object_pairs_hook=pairs_noting_dups, parse_constant=reject_constant, parse_float=finite_float)
+_DECODER = json.JSONDecoder(**_HOOKS)  # type: ignore[arg-type]
+_SIGNED_DECODER = json.JSONDecoder(parse_int=_signed_int, **_HOOKS)  # type: ignore[arg-type]
 
 
 def _validate(header: dict, where: str, rel: str, base: int, plain: bool) -> tuple[dict[str, TensorInfo], int]:
     """One pass over the entries in file order, which is offset order for every writer we know of.
 
-    Anything unusual (sub-byte dtypes, booleans in the JSON, another order, any error) goes to
-    the slow path, which sorts by offset and names the problem.
+    Anything unusual (sub-byte dtypes, zero-size tensors, booleans or negatives in the JSON,
+    another order, extra keys, any error) goes to the slow path, which decides exactly as
+    safetensors does and names the problem.
     """
-    if not plain or not _FAST_INIT:
+    if not plain or not _FAST_INIT or isinstance(header, DupKeys):
         return _validate_slow(header, where, rel, base)
     out: dict[str, TensorInfo] = {}
     pos = 0
     size_of = _WHOLE_BYTE_SIZES.get
-    prod = math.prod
     new, set_, cls = object.__new__, object.__setattr__, TensorInfo
     for name, info in header.items():
         try:
+            if type(info) is not dict or len(info) != 3:
+                return _validate_slow(header, where, rel, base)
             shape = info["shape"]
-            begin, end = info["data_offsets"]
-            dtype = info["dtype"]
-            nbytes = prod(shape) * size_of(dtype)
-            # Bools and negative dims were ruled out by the caller; non-int dims make nbytes a non-int.
-            if (
-                begin != pos
-                or end - begin != nbytes
-                or type(nbytes) is not int
-                or type(begin) is not int
-                or type(end) is not int
-                or type(shape) is not list
-            ):
+            offsets = info["data_offsets"]
+            nbytes = size_of(info["dtype"])
+            if type(shape) is not list or len(shape) > 8 or type(offsets) is not list or len(offsets) != 2:
+                return _validate_slow(header, where, rel, base)
+            for d in shape:
+                # Bounded before multiplying: 8 dims of 4,000 digits each would cost ms per entry.
+                if type(d) is not int or d >= _FAST_LIMIT:
+                    return _validate_slow(header, where, rel, base)
+                nbytes *= d
+            begin, end = offsets
+            # Negatives were ruled out by the caller. A non-zero size equal to the span, with every
+            # offset below 2**61 (checked on the total below), keeps every partial product and the
+            # bit count inside u64, the bounds safetensors enforces.
+            if begin != pos or end - begin != nbytes or not nbytes or type(begin) is not int or type(end) is not int:
                 return _validate_slow(header, where, rel, base)
         except Exception:
             return _validate_slow(header, where, rel, base)
@@ -161,7 +224,7 @@ def _validate(header: dict, where: str, rel: str, base: int, plain: bool) -> tup
             "__dict__",
             {
                 "name": name,
-                "dtype": dtype,
+                "dtype": info["dtype"],
                 "shape": tuple(shape),
                 "file": rel,
                 "begin": base + begin,
@@ -169,51 +232,47 @@ def _validate(header: dict, where: str, rel: str, base: int, plain: bool) -> tup
             },
         )
         out[name] = t
+    if pos >= _FAST_LIMIT:
+        return _validate_slow(header, where, rel, base)
     return out, pos
 
 
 def _validate_slow(header: dict, where: str, rel: str, base: int) -> tuple[dict[str, TensorInfo], int]:
+    _check_whole(header, where)
     rows = []
     for name, info in header.items():
-        try:
-            dtype = info["dtype"]
-            shape = info["shape"]
-            begin, end = info["data_offsets"]
-            bits = DTYPE_BITS[dtype]
-            numel = math.prod(shape)
-        except Exception:
-            raise BadInput(_entry_problem(name, info), path=where) from None
-        if (
-            type(begin) is not int
-            or type(end) is not int
-            or begin < 0
-            or type(shape) is not list
-            or type(numel) is not int
-            or not _dims_ok(shape)
-        ):
+        fields = _fields(info)
+        if fields is None:
             raise BadInput(_entry_problem(name, info), path=where)
-        rows.append((begin, end, name, dtype, shape, numel * bits))
+        dtype, shape, offsets = fields
+        begin, end = offsets
+        nbits = _nbits(shape, DTYPE_BITS[dtype])
+        if nbits is None:
+            raise BadInput(
+                f"bad header: tensor {clip(name)} {dtype}{_shape_text(shape)} overflows 64 bits "
+                "(safetensors rejects it)",
+                path=where,
+            )
+        rows.append((begin, end, name, dtype, shape, nbits))
     rows.sort(key=lambda r: (r[0], r[1]))
     pos = 0
     out: dict[str, TensorInfo] = {}
     for begin, end, name, dtype, shape, nbits in rows:
+        what = f"bad header: tensor {clip(name)}"
         if end < begin:
-            raise BadInput(
-                f"bad header: tensor {name!r} data_offsets [{begin}, {end}] end before they begin", path=where
-            )
+            raise BadInput(f"{what} data_offsets [{begin}, {end}] end before they begin", path=where)
         if begin != pos:
             raise BadInput(
-                f"bad header: tensor {name!r} data_offsets [{begin}, {end}] "
+                f"{what} data_offsets [{begin}, {end}] "
                 f"{'overlap the previous tensor' if begin < pos else 'leave a gap'}: "
                 f"expected it to start at {pos}",
                 path=where,
             )
         if nbits % 8:
-            raise BadInput(f"bad header: tensor {name!r} {dtype}{shape} does not end on a byte boundary", path=where)
+            raise BadInput(f"{what} {dtype}{_shape_text(shape)} does not end on a byte boundary", path=where)
         if end - begin != nbits >> 3:
             raise BadInput(
-                f"bad header: tensor {name!r} is {dtype}{shape} = {nbits >> 3} bytes "
-                f"but data_offsets span {end - begin}",
+                f"{what} is {dtype}{_shape_text(shape)} = {nbits >> 3} bytes but data_offsets span {end - begin}",
                 path=where,
             )
         pos = end
@@ -221,28 +280,90 @@ def _validate_slow(header: dict, where: str, rel: str, base: int) -> tuple[dict[
     return out, pos
 
 
-def _dims_ok(shape: list) -> bool:
+def _check_whole(header: dict, where: str) -> None:
+    """What serde refuses anywhere in the document, shadowed entries of a repeated name included."""
+    problem = tree_problem(header, HEADER_MAX_DEPTH, strings=False, wide_ints=True)
+    if problem:
+        raise BadInput(f"bad header: invalid JSON: {problem}", path=where)
+    if isinstance(header, DupKeys):
+        # A repeated tensor name: the last entry is the tensor, but every one must be a valid entry.
+        for name, info in header.pairs:
+            if name != "__metadata__" and _fields(info) is None:
+                raise BadInput(_entry_problem(name, info), path=where)
+
+
+def _fields(info: object) -> tuple[str, list, list] | None:
+    """(dtype, shape, data_offsets) when the entry is one safetensors accepts, else None.
+
+    serde also takes an entry written as a 3-element array and a dtype written as {"F32": null};
+    a repeated dtype/shape/data_offsets key is an error there, an unknown key is ignored."""
+    if isinstance(info, dict):
+        if isinstance(info, DupKeys) and info.dup_keys & _FIELDS:
+            return None
+        if not info.keys() >= _FIELDS:
+            return None
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    elif isinstance(info, list) and len(info) == 3:
+        dtype, shape, offsets = info
+    else:
+        return None
+    dtype = _dtype_name(dtype)
+    if dtype is None or not _is_u64_list(shape) or not (_is_u64_list(offsets) and len(offsets) == 2):
+        return None
+    return dtype, shape, offsets
+
+
+def _dtype_name(dtype: object) -> str | None:
+    if isinstance(dtype, dict) and len(dtype) == 1 and not isinstance(dtype, DupKeys):
+        ((dtype, unit),) = dtype.items()
+        if unit is not None:
+            return None
+    return dtype if type(dtype) is str and dtype in DTYPE_BITS else None
+
+
+def _is_u64_list(values: object) -> bool:
+    return type(values) is list and all(type(v) is int and 0 <= v < U64_LIMIT for v in values)
+
+
+def _nbits(shape: list[int], bits: int) -> int | None:
+    """Element count times bits, folded left to right and refused once past u64, as safetensors'
+    checked_mul does: [0, 2**40, 2**40] is empty, [2**40, 2**40, 0] overflows. Never a big product."""
+    n = 1
     for d in shape:
-        if type(d) is not int or d < 0:
-            return False
-    return True
+        n *= d
+        if n >= U64_LIMIT:
+            return None
+    n *= bits
+    return n if n < U64_LIMIT else None
+
+
+def _shape_text(shape: list) -> str:
+    if len(shape) <= 8:
+        return str(list(shape))
+    return f"[{', '.join(map(str, shape[:4]))}, … {len(shape) - 4} more]"
 
 
 def _entry_problem(name: str, info: object) -> str:
     """Name what is wrong with one header entry (the slow path, only on failure)."""
-    head = f"bad header: tensor {name!r}"
-    if not isinstance(info, dict):
+    head = f"bad header: tensor {clip(name)}"
+    if isinstance(info, list):
+        if len(info) != 3:
+            return f"{head} is a list of {len(info)}, not an object"
+        info = dict(zip(_FIELD_ORDER, info, strict=True))
+    elif not isinstance(info, dict):
         return f"{head} is not an object"
-    for key in ("dtype", "shape", "data_offsets"):
+    elif isinstance(info, DupKeys) and info.dup_keys & _FIELDS:
+        return f"{head} repeats {', '.join(sorted(info.dup_keys & _FIELDS))}"
+    for key in _FIELD_ORDER:
         if key not in info:
             return f"{head} has no {key}"
     dtype, shape, offs = info["dtype"], info["shape"], info["data_offsets"]
-    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-        return f"{head} has unknown dtype {dtype!r}"
-    if not isinstance(shape, list) or not _dims_ok(shape):
-        return f"{head} has invalid shape {shape!r} (want a list of non-negative integers)"
-    if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int and o >= 0 for o in offs)):
-        return f"{head} has invalid data_offsets {offs!r} (want [begin, end])"
+    if _dtype_name(dtype) is None:
+        return f"{head} has unknown dtype {clip(dtype)}"
+    if not _is_u64_list(shape):
+        return f"{head} has invalid shape {clip(shape)} (want a list of integers in [0, 2**64))"
+    if not (_is_u64_list(offs) and len(offs) == 2):
+        return f"{head} has invalid data_offsets {clip(offs)} (want [begin, end])"
     return f"{head} is malformed"
 
 
