@@ -14,7 +14,8 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, BadInput
+from .color import COLOR_MODES
+from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK
 from .findings import SEVERITY_RANK
 from .session import guarded, probe_options, progress_reporter
 from .settings import load_and_announce
@@ -24,13 +25,13 @@ class DefaultGroup(click.Group):
     """`mtplint PATH ...` means `mtplint check PATH ...`, like `ruff PATH`."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version", "-V"):
             args = ["check", *args]
         return super().parse_args(ctx, args)
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="mtplint")
+@click.version_option(__version__, "-V", "--version", prog_name="mtplint")
 def main() -> None:
     """Will this checkpoint load and draft correctly with MTP on this vLLM?"""
 
@@ -55,6 +56,27 @@ def main() -> None:
 @click.option("--ignore", "ignore_codes", help="Skip these rule codes or prefixes (comma-separated).")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), help="Lowest severity that fails [error].")
 @click.option("--with-patches", help="Re-probe with these mtplint runtime patch ids applied (comma-separated).")
+@click.option(
+    "--baseline", type=click.Path(path_type=Path), help="Accept the findings recorded in FILE; only new ones count."
+)
+@click.option("--write-baseline", type=click.Path(path_type=Path), help="Record this run's findings in FILE (JSON).")
+@click.option(
+    "--output-format",
+    type=click.Choice(["concise", "full"]),
+    help="Text report: one line per root cause, or every finding with its evidence [concise].",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Same as --output-format full.")
+@click.option("--statistics", is_flag=True, help="Text report: counts per rule instead of the findings.")
+@click.option(
+    "--color",
+    type=click.Choice(COLOR_MODES),
+    help="Colour the text report [auto: on a terminal; NO_COLOR turns it off, FORCE_COLOR on].",
+)
+@click.option(
+    "--repo-root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Repository root that SARIF and GitHub annotation paths are relative to [git top level of PATH].",
+)
 @probe_options
 def check_cmd(path: Path, **opts: Any) -> None:
     """Lint the checkpoint directory PATH against the probed vLLM."""
@@ -62,38 +84,89 @@ def check_cmd(path: Path, **opts: Any) -> None:
 
 
 def _run_check(path: Path, opts: dict[str, Any]) -> int:
-    return guarded(lambda: _check(path, load_and_announce(path, opts)), bool(opts.get("debug")))
+    return guarded(lambda: _check(path, usable_settings(path, opts)), bool(opts.get("debug")))
+
+
+def usable_settings(path: Path, opts: dict[str, Any], *, announce: bool = True) -> dict[str, Any]:
+    """The settings (command line over project file over checkpoint file), judged as far as
+    they can be before probing: a usage error is exit 2 now, not after the probe."""
+    from .engine.loader import load_rules
+    from .settings import load_settings
+    from .usage import check_outputs, check_settings, check_timeout
+
+    check_timeout(opts.get("probe_timeout"))  # as given: the merged settings read a 0 as "not set"
+    s = load_and_announce(path, opts) if announce else load_settings(path, opts)
+    rules = load_rules()
+    check_settings(s, rules, {c: r.name for c, r in rules.items()})
+    check_outputs(list(s["formats"] or ["text"]), list(s["outputs"]))
+    return s
 
 
 def _check(path: Path, s: dict[str, Any]) -> int:
     from .engine.loader import load_rules
-    from .reporters import render
-    from .reporters.github import write_step_summary
-    from .session import lint
 
-    formats = s["formats"] or ["text"]
-    outputs = s["outputs"]
-    if outputs and len(outputs) != len(formats):
-        raise BadInput("give one --output per --format")
-    linted = lint(path, s, progress=progress_reporter(s["quiet"]))
-    findings = linted.findings
+    linted, result, notes = lint_with_policy(path, s, progress=progress_reporter(s["quiet"]))
+    for line in notes:
+        click.echo(line, err=True)
+    _report(path, s, linted, result, load_rules())
+    return exit_code(result, s["fail_on"])
+
+
+def lint_with_policy(path: Path, s: dict[str, Any], progress: Any = None) -> tuple[Any, Any, list[str]]:
+    """The lint, then [[suppress]] and --baseline: (linted, result, lines for stderr). What
+    `mtplint check` and the Python API (mtplint.lint) share."""
+    from .session import lint
+    from .suppressions import Policy
+
+    policy = Policy.from_settings(s)  # before the probe: an unreadable --baseline is exit 2 at once
+    linted = lint(path, s, progress=progress)
     result = linted.result()
     result.inputs = {**result.inputs, "settings_files": s["settings_files"]}
-    rules = load_rules()
-    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    notes = policy.apply(result)  # [[suppress]] and --baseline: the findings left decide the exit code
+    return linted, result, notes
+
+
+def exit_code(result: Any, fail_on: str) -> int:
+    worst = max((SEVERITY_RANK[f.severity] for f in result.findings), default=-1)
+    return EXIT_FINDINGS if worst >= SEVERITY_RANK[fail_on] else EXIT_OK
+
+
+def _report(path: Path, s: dict[str, Any], linted: Any, result: Any, rules: dict[str, Any]) -> None:
+    """Every --format to its --output (stdout by default), and the GitHub job summary."""
+    from .color import use_color
+    from .reporters import render
+    from .reporters.github import write_step_summary
+    from .reporters.lines import repo_prefix
+    from .reporters.modules import draft_modules
+
+    formats = list(s["formats"] or ["text"])
+    outputs = list(s["outputs"])
+    full = s.get("output_format") == "full" or bool(s.get("verbose"))
+    summary = bool(os.environ.get("GITHUB_STEP_SUMMARY"))
+    modules = draft_modules(linted.inventory, linted.report, result.findings) if full or summary else None
+    uri_prefix = repo_prefix(path, s.get("repo_root")) if {"sarif", "github"} & set(formats) else ""
     for i, fmt in enumerate(formats):
         out = outputs[i] if outputs else None
+        to_stdout = out is None or str(out) == "-"
+        color = fmt == "text" and to_stdout and use_color(s.get("color") or "auto", sys.stdout)
         text = render(
-            result, fmt, rules, color=color and out in (None, Path("-")) and fmt == "text", fail_on=s["fail_on"]
+            result,
+            fmt,
+            rules,
+            color=color,
+            fail_on=s["fail_on"],
+            uri_prefix=uri_prefix,
+            full=full,
+            statistics=bool(s.get("statistics")),
+            modules=modules,
         )
-        if out is None or str(out) == "-":
-            click.echo(text, nl=not text.endswith("\n"))
+        if out is None or to_stdout:
+            # color= says it was decided: click would strip the styles when not on a terminal.
+            click.echo(text, nl=not text.endswith("\n"), color=color)
         else:
             out.write_text(text)
-    if os.environ.get("GITHUB_STEP_SUMMARY"):
-        write_step_summary(result, rules)
-    worst = max((SEVERITY_RANK[f.severity] for f in findings), default=-1)
-    return EXIT_FINDINGS if worst >= SEVERITY_RANK[s["fail_on"]] else EXIT_OK
+    if summary:
+        write_step_summary(result, rules, modules)
 
 
 @main.command("rule")
@@ -112,17 +185,41 @@ def rule_cmd(code: str) -> None:
 
 
 @main.command("rules")
-def rules_cmd() -> None:
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules_cmd(fmt: str) -> None:
     """List every rule: code, name, severity, summary."""
+    import json
+
     from .engine.loader import load_rules
 
-    for r in load_rules().values():
+    rules = load_rules().values()
+    if fmt == "json":
+        click.echo(json.dumps([rule_record(r) for r in rules], indent=2))
+        return
+    for r in rules:
         click.echo(f"{r.code}  {r.name:<40} {r.severity:<8} {r.summary}")
+
+
+def rule_record(r: Any) -> dict[str, Any]:
+    """One rule as `mtplint rules --format json` lists it."""
+    return {
+        "code": r.code,
+        "name": r.name,
+        "severity": r.severity,
+        "summary": r.summary,
+        "help_uri": r.help_uri,
+        "fixes": {"patches": list(r.fixes.get("patches", [])), "artifact": list(r.fixes.get("artifact", []))},
+        "applies_to": r.applies_to.describe(),
+        "references": list(r.references),
+    }
 
 
 from .fix_cli import fix_cmd  # noqa: E402  (the fix command lives in its own module)
 
 main.add_command(fix_cmd)
+main.add_command(__import__("mtplint.env_cli").env_cli.env_cmd)  # `mtplint env ...` (lint/env_cli.py)
+main.add_command(__import__("mtplint.matrix.command").matrix.command.matrix_cmd)  # `mtplint matrix ...`
+main.add_command(__import__("mtplint.precommit").precommit.precommit_cmd)  # the pre-commit hook's entry
 
 
 def cli_entry(argv: list[str] | None = None) -> int:

@@ -9,6 +9,18 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT); a SIGTERM or SIGHUP exits 128 + the signal number
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: raised from the signal handler so that every cleanup on the
+    way out runs (the probe's process group is killed, its temp directory removed). A
+    BaseException, like KeyboardInterrupt, so that no `except Exception` swallows it."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(signum)
 
 
 class MtplintError(Exception):

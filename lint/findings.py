@@ -50,6 +50,20 @@ class Finding:
 
 
 @dataclass
+class Suppressed:
+    """A finding the project accepted: still reported, never counted for the exit code."""
+
+    finding: Finding
+    kind: str  # "config" (a [[suppress]] entry in the project's settings) or "baseline" (--baseline)
+    reason: str
+    source: str  # the settings file and entry, or the baseline file
+
+    def to_dict(self) -> dict[str, Any]:
+        suppression = {"kind": self.kind, "reason": self.reason, "source": self.source}
+        return {**self.finding.to_dict(), "suppression": suppression}
+
+
+@dataclass
 class RunResult:
     """Everything reporters need: the findings plus what was checked against what."""
 
@@ -58,3 +72,9 @@ class RunResult:
     vllm: dict[str, Any]  # {version, commit}
     inputs: dict[str, Any]  # {path, gpu, sm, num_speculative_tokens, tensor_parallel_size, patches}
     probe: dict[str, Any] = field(default_factory=dict)  # {cached, seconds, ...}
+    # Set by mtplint.suppressions after the checks: findings moved out of `findings` by the
+    # project's [[suppress]] entries or a --baseline, suppressions that matched nothing, and
+    # the baseline's state ({file, matched, changed, new, fixed}) when one was given.
+    suppressed: list[Suppressed] = field(default_factory=list)
+    unused_suppressions: list[dict[str, Any]] = field(default_factory=list)
+    baseline: dict[str, Any] | None = None

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from .errors import EXIT_FINDINGS, EXIT_OK
+from .errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from .findings import Finding
 from .session import guarded, probe_options, progress_reporter
 from .settings import load_and_announce
@@ -32,6 +32,11 @@ from .textsafe import terminal_safe, terminal_safe_lines
     "--fail-on",
     type=click.Choice(["error", "warning", "info"]),
     help="Lowest severity of a remaining finding that fails [error].",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="hf://ORG/NAME: write the changed files into DIR, to upload as a pull request.",
 )
 @probe_options
 def fix_cmd(path: Path, **opts: Any) -> None:
@@ -68,8 +73,15 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
     (not even the lock) and works on a read-only checkpoint."""
     from .fixer.run import parse_only
     from .fixer.workdir import fix_lock, remove_leftovers
+    from .inventory.remote import hub_spec
 
     only = parse_only(s.get("only"))
+    if hub_spec(path) is not None:  # never written in place: its files go to --out
+        from .fixer.remote_out import fix_remote
+
+        return fix_remote(path, s, only)
+    if s.get("out"):
+        raise BadInput("--out is for a hub repository (hf://ORG/NAME); a local checkpoint is fixed in place")
     root = path.expanduser().absolute()
     if s.get("dry_run") or not root.is_dir():  # a missing directory is reported by the lint
         return _lint_plan_apply(path, s, only)

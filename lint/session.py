@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import time
 import traceback
@@ -15,13 +16,18 @@ from typing import Any
 
 import click
 
-from .errors import EXIT_INTERNAL, BadInput, MtplintError
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, BadInput, MtplintError, Terminated
 from .findings import Finding, RunResult
 from .inventory.model import Inventory
+from .probe.report import ProbeReport
 
 # The options every probing command takes, in the order --help lists them.
 _PROBE_OPTIONS = (
-    click.option("--vllm-commit", help="vLLM version or commit the artifact targets; must match the probed vLLM."),
+    click.option(
+        "--vllm-commit",
+        help="vLLM release or commit to probe (0.31.0, 2cf0a6915); provisioned on first use [the pinned one].",
+    ),
+    click.option("--vllm-source", type=click.Path(path_type=Path), help="vLLM git checkout --vllm-commit names."),
     click.option("--vllm-python", type=click.Path(path_type=Path), help="Python interpreter of the vLLM to probe."),
     click.option("-n", "--num-speculative-tokens", type=click.IntRange(1, 64), help="Draft tokens per step [1]."),
     click.option("--gpu", help="GPU model (h100, h200, b200, gb200, gb10, ...) [h100]."),
@@ -42,6 +48,11 @@ _PROBE_OPTIONS = (
     ),
     click.option("--kv-cache-dtype", help="vLLM --kv-cache-dtype (changes construction for some models)."),
     click.option("--probe-timeout", type=float, help="Seconds before the probe is killed [600]."),
+    click.option(
+        "--probe-memory",
+        metavar="SIZE",
+        help="Memory the probe may hold before it is killed, e.g. 8GiB (or MTPLINT_PROBE_MEMORY) [8GiB].",
+    ),
     click.option("--no-cache", is_flag=True, help="Probe again even when a cached report exists."),
     click.option(
         "--trust-remote-code",
@@ -77,10 +88,14 @@ def progress_reporter(quiet: bool) -> Callable[[str], None] | None:
 
 
 def guarded(run: Callable[[], int], debug: bool) -> int:
-    """Run a command body: MtplintError -> one line and its exit code; anything else is
-    an mtplint bug -> one line and exit 3. Tracebacks only with --debug."""
+    """Run a command body: MtplintError -> one line and its exit code; Ctrl-C -> exit 130,
+    SIGTERM/SIGHUP -> 128 + the signal (after the probe's processes and files are gone);
+    anything else is an mtplint bug -> one line and exit 3. Tracebacks only with --debug."""
+    from .probe.lifecycle import terminating_signals_raise
+
     try:
-        return run()
+        with terminating_signals_raise():
+            return run()
     except MtplintError as exc:
         hint = " (rerun with --debug for the probe's output)" if exc.detail and not debug else ""
         click.echo(f"mtplint: error: {exc.one_line()}{hint}", err=True)
@@ -91,7 +106,10 @@ def guarded(run: Callable[[], int], debug: bool) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         click.echo("mtplint: interrupted", err=True)
-        return EXIT_INTERNAL
+        return EXIT_INTERRUPTED
+    except Terminated as exc:
+        click.echo(f"mtplint: terminated by {signal.Signals(exc.signum).name}", err=True)
+        return exc.exit_code
     except Exception as exc:
         click.echo(f"mtplint: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
         if debug:
@@ -102,7 +120,7 @@ def guarded(run: Callable[[], int], debug: bool) -> int:
 @dataclass
 class Linted:
     inventory: Inventory
-    report: dict[str, Any]
+    report: ProbeReport
     findings: list[Finding]
     evaluated: list[Any]
     inputs: dict[str, Any]
@@ -110,15 +128,15 @@ class Linted:
 
     def result(self) -> RunResult:
         """What the reporters render."""
-        vllm = self.report.get("vllm", {})
+        vllm = self.report.vllm
         return RunResult(
             findings=self.findings,
             rules_evaluated=[
                 {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary} for r in self.evaluated
             ],
-            vllm={"version": vllm.get("version"), "commit": vllm.get("commit")},
+            vllm={"version": vllm.version, "commit": vllm.commit},
             inputs=self.inputs,
-            probe={"cached": self.report.get("cached", False), "seconds": round(self.report.get("seconds", 0.0), 2)},
+            probe={"cached": self.report.cached, "seconds": round(self.report.seconds, 2)},
         )
 
 
@@ -132,10 +150,13 @@ def lint(
 ) -> Linted:
     """The lint pipeline: inventory -> probe (cached) -> rule checks -> findings.
     fresh: probe again and store the new report, so a check right after is a cache hit."""
+    from .envs.resolve import probe_target
     from .gpus import resolve
     from .inventory.checkpoint import load_inventory
     from .patches.registry import PATCHES, in_range
+    from .preflight import check_config, explain_depth_zero, raise_for_config_error
     from .probe import cache
+    from .probe.memory_cap import resolve_limit
     from .probe.runner import ProbeRequest, cache_key, check_vllm_commit, run_probe, vllm_identity
 
     gpu = resolve(s.get("gpu"), s.get("sm"))
@@ -145,10 +166,13 @@ def lint(
         raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; bundled: {', '.join(PATCHES)}")
     if progress:
         progress(f"reading safetensors headers in {path}")
+    memory_limit = resolve_limit(s.get("probe_memory"))
     inventory = load_inventory(path)
-    python = _interpreter(s.get("vllm_python"))
+    check_config(inventory)  # before vLLM sees it: bad values and absurd sizes are exit 2
+    target = probe_target(s, _interpreter(s.get("vllm_python")))  # provisions --vllm-commit X on first use
+    python = target.python
     identity = vllm_identity(python)
-    check_vllm_commit(s.get("vllm_commit"), identity)
+    check_vllm_commit(target.wanted, identity)
     if identity.get("version") is None:
         raise BadInput(
             f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, or pass --vllm-python)"
@@ -172,14 +196,17 @@ def lint(
         timeout=s["probe_timeout"],
         elide=not s.get("no_elision"),
         trust_remote_code=bool(s.get("trust_remote_code")),
+        memory_limit=memory_limit,
     )
     report = run_probe(
         inventory, request, identity=identity, use_cache=not (fresh or s.get("no_cache")), progress=progress
     )
+    raise_for_config_error(inventory, report.config_error)
     if fresh:
         cache.store(cache_key(inventory, request, identity), report)
+    explain_depth_zero(inventory, report.config_error)  # after the store: the cache keeps vLLM's words
     inputs = {
-        "path": str(path),
+        "path": inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT
         "gpu": gpu.key,
         "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
         "num_speculative_tokens": request.num_speculative_tokens,
@@ -192,7 +219,7 @@ def lint(
 
 
 def judge(
-    path: Path, inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any], request: Any, s: dict[str, Any]
+    path: Path, inventory: Inventory, report: ProbeReport, inputs: dict[str, Any], request: Any, s: dict[str, Any]
 ) -> tuple[list[Finding], list[Any]]:
     """The rule checks over one probe report: findings, with the fixes this mtplint ships
     and the exact serve command for the inputs linted. No vLLM here: the fast test tier
@@ -205,11 +232,11 @@ def judge(
     )
     for f in findings:
         if f.fixes.patches:
-            f.fixes.serve = serve_command(path, request, f.fixes.patches)
+            f.fixes.serve = serve_command(inputs.get("path") or path, request, f.fixes.patches)
     return findings, evaluated
 
 
-def serve_command(path: Path, request: Any, patch_ids: list[str]) -> str:
+def serve_command(path: Path | str, request: Any, patch_ids: list[str]) -> str:
     """The vLLM command line this lint modelled, with the patches that resolve a finding."""
     import json
     import shlex
@@ -221,7 +248,7 @@ def serve_command(path: Path, request: Any, patch_ids: list[str]) -> str:
         f"MTPLINT_PATCHES={','.join(patch_ids)}",
         "vllm",
         "serve",
-        shlex.quote(str(path)),
+        *_served_model(str(path)),
         "--speculative-config",
         shlex.quote(spec),
     ]
@@ -232,6 +259,16 @@ def serve_command(path: Path, request: Any, patch_ids: list[str]) -> str:
     if request.serve_args.get("kv_cache_dtype"):
         parts += ["--kv-cache-dtype", request.serve_args["kv_cache_dtype"]]
     return " ".join(parts)
+
+
+def _served_model(path: str) -> list[str]:
+    """vllm serve's model argument: a directory, or ORG/NAME --revision COMMIT for hf://ORG/NAME@COMMIT."""
+    import shlex
+
+    if path.startswith("hf://"):
+        repo_id, _, commit = path.removeprefix("hf://").partition("@")
+        return [shlex.quote(repo_id)] + (["--revision", shlex.quote(commit)] if commit else [])
+    return [shlex.quote(path)]
 
 
 def _interpreter(python: str | Path | None) -> str | None:

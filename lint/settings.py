@@ -4,8 +4,8 @@ working directory, else `[tool.mtplint]` in its pyproject.toml) and the checkpoi
 
 A checkpoint is untrusted input, so its file may only describe how the artifact is deployed
 (CHECKPOINT_KEYS). Keys that widen trust (trust-remote-code), pick what runs (vllm-python,
-vllm-commit), hide findings (select, ignore, fail-on, and with-patches, which probes a patched
-vLLM so the findings a patch resolves vanish) or bound the run (probe-timeout) come only
+vllm-commit), hide findings (select, ignore, fail-on, suppress, and with-patches, which probes a patched
+vLLM so the findings a patch resolves vanish) or bound the run (probe-timeout, probe-memory) come only
 from the command line or the project configuration; a checkpoint naming one is bad input.
 """
 
@@ -33,11 +33,14 @@ DEFAULTS: dict[str, Any] = {
     "fail_on": "error",
     "with_patches": None,
     "probe_timeout": 600.0,
+    "probe_memory": None,  # None: MTPLINT_PROBE_MEMORY, else 8 GiB (probe/memory_cap.py)
     "no_cache": False,
     "quiet": False,
     "debug": False,
     "vllm_commit": None,
     "vllm_python": None,
+    "vllm_source": None,
+    "suppress": (),
 }
 FILE_KEYS = {
     "num-speculative-tokens": "num_speculative_tokens",
@@ -51,9 +54,13 @@ FILE_KEYS = {
     "fail-on": "fail_on",
     "with-patches": "with_patches",
     "probe-timeout": "probe_timeout",
+    "probe-memory": "probe_memory",
     "vllm-commit": "vllm_commit",
     "vllm-python": "vllm_python",
+    "vllm-source": "vllm_source",
     "trust-remote-code": "trust_remote_code",
+    # [[suppress]] tables (mtplint.suppressions): hide findings, so project-only like ignore.
+    "suppress": "suppress",
 }
 CHECKPOINT_KEYS = (
     "num-speculative-tokens",
@@ -113,6 +120,12 @@ def _fail_on(v: Any) -> Any:
     raise ValueError('"error", "warning" or "info"')
 
 
+def _memory_size(v: Any) -> Any:
+    from .probe.memory_cap import parse_size
+
+    return parse_size(v)  # ValueError says what is accepted
+
+
 def _seconds(v: Any) -> Any:
     if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e7:
         return float(v)
@@ -137,8 +150,10 @@ _VALIDATORS = {
     "fail-on": _fail_on,
     "with-patches": _codes_value,
     "probe-timeout": _seconds,
+    "probe-memory": _memory_size,
     "vllm-commit": _text,
     "vllm-python": _text,
+    "vllm-source": _text,
     "trust-remote-code": _flag,
 }
 
@@ -177,6 +192,11 @@ def _validated(data: Any, where: str, owner: str) -> dict[str, Any]:
             )
     values = {}
     for key, value in data.items():
+        if key == "suppress":  # its entries' errors name the entry, not the whole value
+            from .suppressions import parse_suppressions
+
+            values["suppress"] = parse_suppressions(value, where)
+            continue
         try:
             values[FILE_KEYS[key]] = _VALIDATORS[key](value)
         except ValueError as why:

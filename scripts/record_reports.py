@@ -52,7 +52,7 @@ def probe_case(case: dict[str, Any]) -> dict[str, Any]:
         "recipe": case["recipe"],
         "args": case["args"],
         "inputs": {**linted.inputs, "path": None},
-        "report": normalize(linted.report),
+        "report": normalize(linted.report.to_json()),
     }
 
 

@@ -9,17 +9,24 @@ PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 PIP=".venv/bin/pip --disable-pip-version-check"
 if ! .venv/bin/python -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.13.0") else 1)' 2>/dev/null; then
-  $PIP install -q torch==2.13.0
+  # The CPU build: from the default index `torch==X` is the CUDA build plus 17 nvidia wheels.
+  # PyTorch's CPU index when it answers; else the default index (where a mirror or a local
+  # wheel directory in pip.conf, as in this project's sandbox, serves the CPU build).
+  CPU_INDEX="${MTPLINT_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
+  if .venv/bin/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=5)' "$CPU_INDEX" 2>/dev/null; then
+    $PIP install -q torch==2.13.0 --index-url "$CPU_INDEX" --extra-index-url https://pypi.org/simple
+  else
+    $PIP install -q torch==2.13.0
+  fi
 fi
 if ! .venv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(0 if m.version("vllm") == "0.33.0" else 1)' 2>/dev/null; then
   $PIP install -q -r requirements/vllm-probe.txt
   $PIP install -q --no-deps vllm==0.33.0
 fi
 $PIP install -q -e '.[test]'
-# Older releases for the tests (MTPLINT_SKIP_ALT_VLLM=1 skips them, e.g. in the GitHub Action).
-if [ "${MTPLINT_SKIP_ALT_VLLM:-0}" != 1 ]; then
-  grep -v '^#' requirements/vllm-alt.txt | while read -r release; do
-    [ -z "$release" ] || scripts/alt_vllm.sh $release > /dev/null
-  done
-fi
+# uv provisions other vLLM releases (`--vllm-commit X`, lint/envs/) about 4x faster than pip
+# from a cold cache and near-instantly from a warm one; pip is used when uv is absent.
+$PIP install -q uv || echo "uv not installed: probe environments will be provisioned with pip" >&2
+# Other releases are no longer installed here: a lint or a test provisions the one it names
+# on first use into the environment store (`mtplint env list`).
 .venv/bin/python -c 'import mtplint, vllm; print("mtplint ready; probing vLLM", vllm.__version__)' 2>/dev/null | tail -1

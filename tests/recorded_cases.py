@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES_DIR = ROOT / "tests" / "cases"
 RECORDED_DIR = ROOT / "tests" / "recorded"
 PINNED_VLLM = "0.33.0"
-# What differs between two probes of the same inputs: timings, temp paths, cache state.
-VOLATILE = ("seconds", "cached", "timings", "peak_rss_mib")
-VOLATILE_REQUEST = ("config_dir", "tensors_file")
+# What differs between two probes of the same inputs (timings, memory, cache state), as a
+# fresh report's JSON form has it: a recorded report stays a valid report.
+VOLATILE = {"seconds": 0.0, "cached": False, "timings": {}, "peak_rss_mib": None}
 
 
 def load_cases() -> list[dict[str, Any]]:
@@ -34,10 +34,8 @@ def load_cases() -> list[dict[str, Any]]:
 
 
 def normalize(report: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in report.items() if k not in VOLATILE}
-    if isinstance(out.get("request"), dict):
-        out["request"] = {k: v for k, v in out["request"].items() if k not in VOLATILE_REQUEST}
-    return out
+    """A probe report's JSON form (ProbeReport.to_json()) with its volatile fields reset."""
+    return {k: VOLATILE.get(k, v) for k, v in report.items()}
 
 
 def recorded_path(case_id: str) -> Path:
@@ -60,13 +58,18 @@ def read_recorded(case_id: str) -> dict[str, Any] | None:
 
 
 def vllm_python_args(version: str) -> list[str]:
-    """--vllm-python for a case that probes another vLLM release than the pin."""
-    if version == PINNED_VLLM:
-        return []
-    python = ROOT / ".vllm-alt" / version / "python"
-    if not python.exists():
-        raise FileNotFoundError(f"vLLM {version} is not installed beside the pin: run scripts/alt_vllm.sh {version}")
-    return ["--vllm-python", str(python)]
+    """The options that probe another vLLM release than the pin: provisioned into the
+    environment store on first use (lint/envs/), like any user's `--vllm-commit`."""
+    return [] if version == PINNED_VLLM else ["--vllm-commit", version]
+
+
+def release_env(version: str) -> Path:
+    """The environment directory of a vLLM release (site/, python), provisioned on first use."""
+    from mtplint.envs.resolve import release_env as provisioned
+
+    env = provisioned(version)
+    assert env is not None, f"{version} is the pinned release: it has no environment of its own"
+    return env.path
 
 
 def assert_case(case: dict[str, Any], rc: int, report: dict[str, Any]) -> None:

@@ -176,10 +176,11 @@ def test_probe_crash_is_one_line_naming_the_exception(tmp_path):
     it imports and the pinned vLLM does not): exit 3, one line, no traceback."""
     import os
 
+    from recorded_cases import release_env
+
     from fixtures.build import cached_build
 
-    release = Path(__file__).parent.parent / ".vllm-alt" / "0.20.2" / "site" / "vllm"
-    assert release.is_dir(), "vLLM 0.20.2 is not installed beside the pin: run scripts/alt_vllm.sh 0.20.2"
+    release = release_env("0.20.2") / "site" / "vllm"
     site = tmp_path / "site"
     site.mkdir()
     (site / "vllm").symlink_to(release, target_is_directory=True)

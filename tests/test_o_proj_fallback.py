@@ -115,9 +115,9 @@ print("vllm", vllm.__version__, "patched")
 def test_patch_runs_in_the_vllm_release_it_targets():
     """Through vLLM 0.29.0's own plugin loading, then called where the attention backend
     calls it, with real CPU tensors."""
-    python = ROOT / ".vllm-alt" / "0.29.0" / "python"
-    if not python.exists():
-        pytest.fail("vLLM 0.29.0 is not installed beside the pin: run scripts/alt_vllm.sh 0.29.0")
+    from recorded_cases import release_env
+
+    python = release_env("0.29.0") / "python"
     proc = subprocess.run(
         [str(python), "-c", IN_VLLM, str(Path(__file__).parent)], capture_output=True, text=True, timeout=600, cwd=ROOT
     )

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 from mtplint.probe import cache
-from mtplint.probe.report_schema import REPORT_SCHEMA, SCHEMA_VERSION, problem
+from mtplint.probe.report import (
+    REPORT_SCHEMA,
+    SCHEMA_VERSION,
+    ErrorRecord,
+    LoadResult,
+    ProbeReport,
+    Request,
+    VllmIdentity,
+)
 
 from fixtures.build import cached_build
 
@@ -23,15 +31,12 @@ KEY = "a" * 64
 OTHER_KEY = "b" * 64
 
 
-def minimal_report() -> dict:
-    return {
-        "schema": REPORT_SCHEMA,
-        "vllm": {"version": "0.33.0", "commit": None},
-        "request": {},
-        "patches": [],
-        "config_error": {"type": "ValueError", "message": "x"},
-        "timings": {},
-    }
+def minimal_report() -> ProbeReport:
+    return ProbeReport(
+        vllm=VllmIdentity(version="0.33.0", commit=None),
+        request=Request(sm=[9, 0], gpu_name="NVIDIA H100 80GB HBM3", gpu_memory=80 << 30),
+        config_error=ErrorRecord(type="ValueError", message="x"),
+    )
 
 
 @pytest.fixture
@@ -47,30 +52,36 @@ def poisons(key: str, good_entry: bytes) -> dict[str, bytes]:
     flipped = payload.replace(b'"schema"', b'"schemb"', 1)
     report = json.loads(payload)
     wrong = {**report, "load": [], "models": 1}
+    other_version = header.replace(f'"schema": {SCHEMA_VERSION}'.encode(), b'"schema": 0')
+    assert other_version != header
     return {
         "empty-object": gzip.compress(b"{}"),
         "empty-list": gzip.compress(b"[]"),
         "wrong-structure": gzip.compress(json.dumps(wrong).encode()),
         # Well-formed envelopes (right key, version and checksum) around what is no probe report:
-        "enveloped-empty-object": cache.encode(key, {}),
-        "enveloped-list": cache.encode(key, []),
-        "enveloped-wrong-structure": cache.encode(key, wrong),
+        "enveloped-empty-object": cache.envelope(key, {}),
+        "enveloped-list": cache.envelope(key, []),
+        "enveloped-wrong-structure": cache.envelope(key, wrong),
+        "enveloped-unknown-field": cache.envelope(key, {**report, "params_hit": []}),
+        "enveloped-missing-field": cache.envelope(key, {k: v for k, v in report.items() if k != "load"}),
+        "enveloped-older-report": cache.envelope(key, {**report, "schema": "mtplint/probe/v1"}),
         "unversioned-report": gzip.compress(payload),  # the pre-envelope format: a bare report
-        "entry-of-another-key": cache.encode(OTHER_KEY if key != OTHER_KEY else KEY, report),
+        "entry-of-another-key": cache.encode(OTHER_KEY if key != OTHER_KEY else KEY, ProbeReport.from_json(report)),
         "truncated-gzip": good_entry[: len(good_entry) // 2],
         "checksum-mismatch": gzip.compress(header + b"\n" + flipped),
-        "other-schema-version": gzip.compress(header.replace(b'"schema": 1', b'"schema": 0') + b"\n" + payload),
+        "other-schema-version": gzip.compress(other_version + b"\n" + payload),
         "not-gzip": b"{}",
     }
 
 
 def test_round_trip_keeps_key_order(cache_dir):
     report = minimal_report()
-    report["load"] = {"target": {}, "draft": {}}  # checks iterate dicts: order is part of the report
-    report["z"], report["a"] = 1, 2
+    # Checks iterate these dicts: their order is part of the report.
+    report.load = {"target": LoadResult(), "draft": LoadResult(fed={"z.weight": ["b"], "a.weight": ["a"]})}
     cache.store(KEY, report)
     loaded = cache.load(KEY)
-    assert loaded == report and list(loaded) == list(report) and list(loaded["load"]) == ["target", "draft"]
+    assert loaded == report and loaded.to_json() == report.to_json()
+    assert list(loaded.load) == ["target", "draft"] and list(loaded.load["draft"].fed) == ["z.weight", "a.weight"]
     assert not list(cache_dir.glob("*.tmp"))
 
 
@@ -81,16 +92,6 @@ def test_invalid_entry_is_a_miss_and_removed(cache_dir, name):
     path.write_bytes(poisons(KEY, cache.encode(KEY, minimal_report()))[name])
     assert cache.load(KEY) is None
     assert not path.exists()
-
-
-def test_schema_problems():
-    assert problem(minimal_report()) is None
-    built = {k: v for k, v in minimal_report().items() if k != "config_error"}
-    assert problem(built) == "missing 'models'"  # without a config error, the built models must be there
-    assert problem({**minimal_report(), "patches": {}}) == "'patches' is dict"
-    assert problem({**minimal_report(), "schema": "mtplint/probe/v0"}).startswith("schema 'mtplint/probe/v0'")
-    assert problem([]) == "not an object but list"
-    assert int(REPORT_SCHEMA.rsplit("v", 1)[1]) == SCHEMA_VERSION
 
 
 def test_missing_or_unreadable_entry_is_a_plain_miss(cache_dir):
@@ -138,7 +139,7 @@ def test_lint_reprobes_past_a_poisoned_entry(warm, name):
     assert report["probe"]["cached"] is False  # probed again
     assert report["findings"] == baseline["findings"]
     assert entry.read_bytes() != bad  # the poisoned file is gone, replaced by a valid entry
-    assert cache.decode(key, entry.read_bytes())["schema"] == REPORT_SCHEMA
+    assert cache.decode(key, entry.read_bytes()).schema == REPORT_SCHEMA
 
 
 def test_valid_entry_is_a_hit(warm):

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from mtplint.engine.rule import AppliesTo, Explanation, Rule
+from mtplint.engine.rule import RULE_DOCS_BASE, AppliesTo, Explanation, Rule, rule_doc_uri
+from mtplint.errors import BadInput
 from mtplint.findings import Finding, Fixes, Location, RunResult
 from mtplint.reporters import FORMATS, render
 from mtplint.reporters.github import escape_data, escape_property, render_github, write_step_summary
 from mtplint.reporters.json_report import build_report, load_schema
 from mtplint.reporters.junit import render_junit
+from mtplint.reporters.lines import SourceLines, repo_prefix
 from mtplint.reporters.sarif import build_sarif, fingerprint
 from mtplint.reporters.text import render_text
 
@@ -93,7 +97,10 @@ def result() -> RunResult:
         code="MTP007",
         name="fused-module-exclusion-mismatch",
         severity="warning",
-        message="ignore lists q_proj, k_proj but not v_proj: the fused qkv_proj cannot\ninherit a single status (100% sure, 3:1).",
+        message=(
+            "ignore lists q_proj, k_proj but not v_proj: the fused qkv_proj cannot\n"
+            "inherit a single status (100% sure, 3:1)."
+        ),
         location=Location(file="config.json", config_key="quantization_config.ignore"),
         evidence={"shards": {"q_proj": "ignored", "k_proj": "ignored", "v_proj": "quantized"}},
         fixes=Fixes(artifact=["complete-fused-exclusions"]),
@@ -149,15 +156,39 @@ def test_unknown_format_is_rejected(result):
 # ---- text -------------------------------------------------------------------------------------
 
 
-def test_text_layout(result):
+def test_text_concise_layout(result):
     out = render_text(result, RULES)
     assert not ANSI.search(out)
     lines = out.splitlines()
-    assert lines[0] == "Errors (1)"  # the consequence is not a top-level error
-    assert any(ln.startswith("Warnings (1)") for ln in lines)
-    assert lines[-1] == "2 errors, 1 warning in 3 rules; probed vLLM 0.33.0 (g4ba787ec9)"
+    # One line per root cause (the consequence is counted, not printed), then its fixes.
+    assert lines[0] == (
+        f"/models/GLM-5-NVFP4/{SHARD}: MTP002 quantized-layer-fed-unquantized: "
+        "model.layers.43.ffn.experts is NVFP4 on disk but vLLM builds it without a quant method. (+1 consequence)"
+    )
+    assert lines[1:3] == [
+        "  fix: MTPLINT_PATCHES=mtp-inherit-quant vllm serve ...",
+        "  fix: mtplint fix /models/GLM-5-NVFP4 --only exclude-mtp-from-quant",
+    ]
+    assert lines[3].startswith("/models/GLM-5-NVFP4/config.json: MTP007 fused-module-exclusion-mismatch: ")
+    assert "MTP005" not in out and "KeyError" not in out  # evidence and consequences: --output-format full
+    assert lines[-1] == (
+        "2 root causes (1 error, 1 warning), 1 consequence; 3 findings in 3 rules; probed vLLM 0.33.0 (g4ba787ec9)"
+    )
+
+
+def test_text_full_layout(result):
+    out = render_text(result, RULES, full=True)
+    assert not ANSI.search(out)
+    lines = out.splitlines()
+    assert lines[0] == "Errors (1 root cause, +1 consequence)"
+    assert any(ln.startswith("Warnings (1 root cause)") for ln in lines)
+    assert lines[-1] == (
+        "2 root causes (1 error, 1 warning), 1 consequence; 3 findings in 3 rules; probed vLLM 0.33.0 (g4ba787ec9)"
+    )
     head = next(ln for ln in lines if "MTP002" in ln)
-    assert head.strip().startswith(f"MTP002 quantized-layer-fed-unquantized  {SHARD}:model.layers.43.ffn.experts  ")
+    assert head.strip().startswith(
+        f"MTP002 quantized-layer-fed-unquantized  /models/GLM-5-NVFP4/{SHARD} (model.layers.43.ffn.experts)  "
+    )
     # Traceback evidence is reduced to the exception line.
     assert "KeyError: 'model.layers.43.ffn.experts.w2_weight_packed'" in out
     assert "most recent call last" not in out
@@ -167,7 +198,7 @@ def test_text_layout(result):
 
 
 def test_text_nests_consequences_under_cause(result):
-    lines = render_text(result, RULES).splitlines()
+    lines = render_text(result, RULES, full=True).splitlines()
     cause = next(i for i, ln in enumerate(lines) if "MTP002 " in ln)
     child = next(i for i, ln in enumerate(lines) if "MTP005 " in ln)
     warnings = next(i for i, ln in enumerate(lines) if ln.startswith("Warnings"))
@@ -181,18 +212,20 @@ def test_text_nests_consequences_under_cause(result):
 
 def test_text_consequence_with_missing_cause_stays_visible(result):
     result.findings = [f for f in result.findings if f.code != "MTP002"]
-    out = render_text(result, RULES)
-    assert "Errors (1)" in out and "MTP005" in out
+    assert "Errors (1 root cause)" in render_text(result, RULES, full=True)
+    assert "MTP005 draft-weights-left-uninitialized: " in render_text(result, RULES)
 
 
-def test_text_color(result):
-    out = render_text(result, RULES, color=True)
+@pytest.mark.parametrize("full", [False, True])
+def test_text_color(result, full):
+    out = render_text(result, RULES, color=True, full=full)
     assert ANSI.search(out)
-    assert ANSI.sub("", out) == render_text(result, RULES, color=False)
+    assert ANSI.sub("", out) == render_text(result, RULES, color=False, full=full)
 
 
 def test_text_clean_summary(clean):
     assert render_text(clean, RULES).strip() == "no findings in 2 rules; probed vLLM 0.33.0 (g4ba787ec9)"
+    assert render_text(clean, RULES, full=True).strip() == "no findings in 2 rules; probed vLLM 0.33.0 (g4ba787ec9)"
 
 
 # ---- json -------------------------------------------------------------------------------------
@@ -370,6 +403,108 @@ def test_sarif_rule_missing_from_rules_dict(result, sarif_validator):
     assert all(r["help"]["text"] for r in doc["runs"][0]["tool"]["driver"]["rules"])
 
 
+def test_sarif_help_uris_point_at_the_committed_rule_pages(result, sarif_validator):
+    from mtplint.engine.loader import load_rules
+
+    rules = load_rules()
+    result.rules_evaluated = [
+        {"code": c, "name": r.name, "severity": r.severity, "summary": r.summary} for c, r in rules.items()
+    ]
+    doc = build_sarif(result, rules)
+    sarif_validator.validate(doc)
+    for descriptor in doc["runs"][0]["tool"]["driver"]["rules"]:
+        uri = descriptor["helpUri"]
+        assert uri == f"{RULE_DOCS_BASE}{descriptor['id']}.md"
+        # https://github.com/mtplint/mtplint/blob/main/<path>: the page this checkout commits.
+        assert (REPO / uri.removeprefix(RULE_DOCS_BASE.split("/blob/main/")[0] + "/blob/main/")).is_file(), uri
+    assert rule_doc_uri("MTP999").startswith(RULE_DOCS_BASE)  # one base for every page
+
+
+def test_rule_pages_are_up_to_date():
+    """docs/rules/ is generated from rules/ (scripts/gen_rule_docs.py): a rule edit needs its page."""
+    spec = importlib.util.spec_from_file_location("gen_rule_docs", REPO / "scripts" / "gen_rule_docs.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert gen.stale() == [], "run: python scripts/gen_rule_docs.py"
+    page = (REPO / "docs" / "rules" / "MTP001.md").read_text()
+    assert "# MTP001 exclusion-entry-matches-nothing" in page and "## Fix" in page
+
+
+def test_sarif_automation_id_names_the_matrix_cell(result, sarif_validator):
+    doc = build_sarif(result, RULES)
+    sarif_validator.validate(doc)
+    assert doc["runs"][0]["automationDetails"]["id"] == "mtplint/gpu=NVIDIA_H100_80GB_HBM3/tp=8/n=3/vllm=0.33.0/"
+    result.inputs.update(gpu="b200", tensor_parallel_size=1, pipeline_parallel_size=2, num_speculative_tokens=1)
+    assert build_sarif(result, RULES)["runs"][0]["automationDetails"]["id"] == (
+        "mtplint/gpu=b200/tp=1/pp=2/n=1/vllm=0.33.0/"
+    )
+
+
+def _dead_entry(entry: str, key: str = "quantization_config.ignore") -> Finding:
+    return Finding(
+        code="MTP001",
+        name="exclusion-entry-matches-nothing",
+        severity="error",
+        message=f"entry '{entry}' matches nothing",
+        location=Location(file="config.json", config_key=key),
+        evidence={"matched_as": entry},
+        key=entry,
+    )
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch) -> Path:
+    """A git repository holding a checkpoint at models/ckpt, linted from elsewhere."""
+    ckpt = tmp_path / "repo" / "models" / "ckpt"
+    ckpt.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    config = {"quantization_config": {"ignore": ["lm_head", "re:.*mtp.*", "model.layers.3.mlp"]}}
+    (ckpt / "config.json").write_text(json.dumps(config, indent=2))
+    monkeypatch.chdir(tmp_path)
+    return ckpt
+
+
+def test_sarif_and_annotations_are_relative_to_the_repository_and_on_the_entry(result, repo, sarif_validator):
+    entry_line = 5  # {, "quantization_config": {, "ignore": [, "lm_head", "re:.*mtp.*"
+    assert (repo / "config.json").read_text().splitlines()[entry_line - 1].strip() == '"re:.*mtp.*",'
+    result.inputs["path"] = str(repo)
+    result.findings = [_dead_entry("re:.*mtp.*"), result.findings[0]]
+    prefix = repo_prefix(repo)
+    assert prefix == "models/ckpt"  # the git top level, not the working directory
+    doc = build_sarif(result, RULES, uri_prefix=prefix)
+    sarif_validator.validate(doc)
+    dead, shard = (r["locations"][0]["physicalLocation"] for r in doc["runs"][0]["results"])
+    assert dead == {
+        "artifactLocation": {"uri": "models/ckpt/config.json", "uriBaseId": "%SRCROOT%"},
+        "region": {"startLine": entry_line},
+    }
+    assert shard["artifactLocation"]["uri"] == f"models/ckpt/{SHARD}" and shard["region"]["startLine"] == 1
+    annotations = render_github(result, RULES, uri_prefix=prefix).splitlines()
+    assert annotations[0].startswith(f"::error file=models/ckpt/config.json,line={entry_line},title=MTP001 ")
+    assert annotations[1].startswith(f"::error file=models/ckpt/{SHARD},title=MTP002 ")  # a shard has no line
+
+
+def test_repo_root(repo, tmp_path):
+    assert repo_prefix(repo, tmp_path / "repo" / "models") == "ckpt"
+    assert repo_prefix(repo, repo) == ""
+    with pytest.raises(BadInput, match="not inside it"):
+        repo_prefix(repo, tmp_path / "elsewhere")
+    plain = tmp_path / "plain" / "ckpt"  # no repository: relative to the working directory
+    plain.mkdir(parents=True)
+    assert repo_prefix(plain) == "plain/ckpt"
+    assert repo_prefix("hf://org/model") == ""
+
+
+def test_entry_declared_in_hf_quant_config(tmp_path):
+    (tmp_path / "config.json").write_text('{"architectures": ["X"]}')
+    (tmp_path / "hf_quant_config.json").write_text(
+        json.dumps({"quantization": {"quant_algo": "NVFP4", "exclude_modules": ["lm_head", "mtp*"]}}, indent=1)
+    )
+    finding = _dead_entry("mtp*", key="quantization.exclude_modules")
+    assert SourceLines(tmp_path).locate(finding) == ("hf_quant_config.json", 6)
+    assert SourceLines(tmp_path).locate(_dead_entry("x", key="nowhere.to_be_found")) == ("config.json", None)
+
+
 # ---- github -----------------------------------------------------------------------------------
 
 
@@ -423,6 +558,31 @@ def test_step_summary(result, tmp_path, monkeypatch):
     assert all(ln.count(" | ") == 4 for ln in rows)  # the newline in MTP007's message did not break the table
 
 
+def test_step_summary_module_table(result):
+    from mtplint.reporters.github import step_summary
+    from mtplint.reporters.modules import ModuleRow
+
+    rows = [
+        ModuleRow("mtp.0.ffn.experts.* (772)", "bf16", "CompressedTensorsWNA16MoEMethod", "MTP002, MTP005"),
+        ModuleRow("mtp.0.e_proj", "bf16", "unquantized", "ok"),
+    ]
+    text = step_summary(result, RULES, rows)
+    table = text[text.index("### Draft modules") :].splitlines()
+    assert table[2] == "| MTP module | on disk | vLLM builds | outcome |"
+    assert table[4] == "| mtp.0.ffn.experts.\\* (772) | bf16 | CompressedTensorsWNA16MoEMethod | MTP002, MTP005 |"
+    assert "Draft modules" not in step_summary(result, RULES)
+    full = render_text(result, RULES, full=True, modules=rows).splitlines()
+    assert full[full.index("Draft modules") + 2].split() == [
+        "mtp.0.ffn.experts.*",
+        "(772)",
+        "bf16",
+        "CompressedTensorsWNA16MoEMethod",
+        "MTP002,",
+        "MTP005",
+    ]
+    assert "Draft modules" not in render_text(result, RULES, modules=rows)  # full output only
+
+
 def _per_layer(code: str, layers: range, template: str) -> list[Finding]:
     return [
         Finding(
@@ -439,12 +599,16 @@ def _per_layer(code: str, layers: range, template: str) -> list[Finding]:
 
 def test_text_prints_the_same_failure_in_every_layer_once(result):
     alike = _per_layer("MTP003", range(43), "model.layers.{i}.ffn.experts is built unquantized")
-    result.findings = alike + [result.findings[1]]
-    text = render_text(result)
+    result.findings = [*alike, result.findings[1]]
+    text = render_text(result, full=True)
     assert text.count("MTP003 unquantized-layer-fed-quantized") == 1
     assert "(+42 more like it, differing only in numbers: " in text
     assert "layers.1.ffn.experts.0.w1.weight_packed" in text
-    assert "Errors (43)" in text  # the count still says how many findings there are
+    assert "Errors (43 root causes)" in text  # the count still says how many findings there are
+    concise = render_text(result)
+    assert concise.count("MTP003 unquantized-layer-fed-quantized") == 1
+    assert "(+42 more like it, differing only in numbers)" in concise
+    assert concise.splitlines()[-1].startswith("44 root causes (43 errors, 1 warning); 44 findings in 2 rules; ")
     assert len(json.loads(render(result, "json", RULES))["findings"]) == 44
 
 
@@ -452,6 +616,6 @@ def test_text_keeps_two_alike_findings_and_different_ones_apart(result):
     pair = _per_layer("MTP003", range(2), "model.layers.{i}.ffn.experts is built unquantized")
     other = _per_layer("MTP003", range(3), "model.layers.{i}.attn.wo_a is built unquantized")
     result.findings = pair + other
-    text = render_text(result)
-    assert text.count("MTP003 unquantized-layer-fed-quantized") == 3  # both of the pair, one of the three
-    assert "(+2 more like it" in text
+    for text in (render_text(result), render_text(result, full=True)):
+        assert text.count("MTP003 unquantized-layer-fed-quantized") == 3  # both of the pair, one of the three
+        assert "(+2 more like it" in text

@@ -30,6 +30,7 @@ def lint_recorded(case: dict) -> tuple[int, dict]:
     from mtplint.cli import check_cmd
     from mtplint.findings import SEVERITY_RANK
     from mtplint.inventory.checkpoint import load_inventory
+    from mtplint.probe.report import ProbeReport
     from mtplint.probe.runner import ProbeRequest
     from mtplint.reporters.json_report import build_report
     from mtplint.session import Linted, judge
@@ -41,17 +42,19 @@ def lint_recorded(case: dict) -> tuple[int, dict]:
     params = dict(check_cmd.make_context("check", [str(path), *case["args"]]).params)
     params.pop("path")
     settings = load_settings(path, params)
-    report = record["report"]
-    req = report["request"]
+    report = ProbeReport.from_json(record["report"])
+    req = report.request
     request = ProbeRequest(
-        sm=tuple(req["sm"]),
-        gpu_name=req["gpu_name"],
-        gpu_memory=req["gpu_memory"],
-        num_speculative_tokens=req["num_speculative_tokens"],
-        tensor_parallel_size=req["tensor_parallel_size"],
-        pipeline_parallel_size=req["pipeline_parallel_size"],
-        patches=req["patches"],
-        serve_args=req["serve_args"],
+        sm=(req.sm[0], req.sm[1]),
+        gpu_name=req.gpu_name,
+        gpu_memory=req.gpu_memory,
+        num_speculative_tokens=req.num_speculative_tokens,
+        tensor_parallel_size=req.tensor_parallel_size,
+        pipeline_parallel_size=req.pipeline_parallel_size,
+        patches=req.patches,
+        serve_args=req.serve_args,
+        elide=req.elide,
+        trust_remote_code=req.trust_remote_code,
     )
     inventory = load_inventory(path)
     inputs = {**record["inputs"], "path": str(path)}

@@ -50,11 +50,14 @@ FORBIDDEN = {
     "trust-remote-code": "true",
     "vllm-python": '"/bin/sh"',
     "vllm-commit": '"0.29.0"',
+    "vllm-source": '"/tmp"',
     "select": '"MTP013"',
     "ignore": '"MTP"',
+    "suppress": '[{id = "MTP001:re:.*mtp.*", reason = "accepted: see the release notes"}]',
     "fail-on": '"info"',
     "with-patches": '"draft-unquantized-mtp-block"',
     "probe-timeout": "1",
+    "probe-memory": '"1TiB"',
 }
 
 

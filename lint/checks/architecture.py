@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import check
-from .context import Cause, Context, Hit
+from .context import Cause, Context, Hit, frame_json
 
 
 @dataclass(frozen=True)
@@ -26,15 +26,11 @@ def wrong_drafter_under_mtp(ctx: Context, options: DrafterOptions) -> list[Hit]:
         for k in options.config_keys
         if k in ctx.inventory.config or k in (ctx.inventory.config.get("text_config") or {})
     ]
-    errors = [
-        e
-        for e in ctx.load("draft").get("errors", [])
-        if any(m in (e.get("tensor") or "") or m in e.get("message", "") for m in markers)
-    ]
+    errors = [e for _m, e in ctx.load_errors("draft") if any(m in (e.tensor or "") or m in e.message for m in markers)]
     if not errors:
         return []
     # Once the slot is known to hold DSpark stages, every load error of that slot is this.
-    errors = [e for e in ctx.load("draft").get("errors", []) if (e.get("tensor") or "").startswith("mtp.")]
+    errors = [e for _m, e in ctx.load_errors("draft") if (e.tensor or "").startswith("mtp.")]
     first = errors[0]
     return [
         Hit(
@@ -43,15 +39,15 @@ def wrong_drafter_under_mtp(ctx: Context, options: DrafterOptions) -> list[Hit]:
                 "drafter": "DSpark",
                 "method": "mtp",
                 "config_keys": ", ".join(config_keys) or "none",
-                "error": f"{first['type']}: {first['message']}",
+                "error": f"{first.type}: {first.message}",
             },
             location=ctx.config_location(config_keys[0] if config_keys else None),
             evidence={
                 "failed_tensors": len(errors),
-                "examples": [e.get("tensor") for e in errors[:5]],
-                "vllm_frame": first.get("frame"),
+                "examples": [e.tensor for e in errors[:5]],
+                "vllm_frame": frame_json(first),
             },
             provides=[Cause("mtp-missing")],  # the MTP draft's own parameters stay empty
-            claims=[("load-error", "draft", e.get("tensor")) for e in errors],
+            claims=[("load-error", "draft", e.tensor) for e in errors],
         )
     ]

@@ -4,29 +4,23 @@ from __future__ import annotations
 
 import re
 
+from ..probe.report import ErrorRecord
 from . import check
-from .context import Context, Hit
+from .context import Context, Hit, frame_json
 
 _DIVISIBILITY = re.compile(r"(\w+) = (\d+) is not divisible by (?:weight quantization )?(\w+) = (\d+)")
 
 
-def _frame(err: dict) -> str:
-    f = err.get("frame") or {}
-    return f"{f.get('file')}:{f.get('line')} in {f.get('function')}" if f else "unknown frame"
-
-
-def _construction_errors(ctx: Context) -> list[tuple[str, dict]]:
-    out = [(model, err) for model, err in ctx.report.get("construction_errors", {}).items()]
-    if ctx.report.get("config_error"):
-        out.append(("config", ctx.report["config_error"]))
-    return out
+def _frame(err: ErrorRecord) -> str:
+    f = err.frame
+    return f"{f.file}:{f.line} in {f.function}" if f else "unknown frame"
 
 
 @check(fields=("module", "dim", "size", "tp", "block"))
 def tp_block_divisibility(ctx: Context, options: None) -> list[Hit]:
     hits = []
-    for model, err in _construction_errors(ctx):
-        m = _DIVISIBILITY.search(err.get("message", ""))
+    for model, err in ctx.construction_errors():
+        m = _DIVISIBILITY.search(err.message)
         if not m:
             continue
         hits.append(
@@ -40,7 +34,7 @@ def tp_block_divisibility(ctx: Context, options: None) -> list[Hit]:
                     "block": m.group(4),
                 },
                 location=ctx.config_location("quantization_config"),
-                evidence={"error": err.get("message"), "frame": _frame(err)},
+                evidence={"error": err.message, "frame": _frame(err)},
                 claims=[("construction-error", model, None)],
             )
         )
@@ -55,24 +49,24 @@ _UNMATCHED_LAYER = re.compile(r"Unable to find matching target for (\S*) in the 
 @check(fields=("model", "error_type", "error", "frame", "module"))
 def construction_failed(ctx: Context, options: None) -> list[Hit]:
     hits = []
-    for model, err in _construction_errors(ctx):
+    for model, err in ctx.construction_errors():
         if ctx.claimed("construction-error", model, None):
             continue
-        layer = _UNMATCHED_LAYER.search(err.get("message") or "")
+        layer = _UNMATCHED_LAYER.search(err.message)
         hits.append(
             Hit(
                 key=model,
                 fields={
                     "model": model,
-                    "error_type": err.get("type"),
-                    "error": err.get("message"),
+                    "error_type": err.type,
+                    "error": err.message,
                     "frame": _frame(err),
                     "module": layer.group(1) if layer else None,
                 },
                 location=ctx.config_location(),
                 evidence={
                     "model": model,
-                    "frame": err.get("frame"),
+                    "frame": frame_json(err),
                     **({"layer_prefix": layer.group(1)} if layer else {}),
                 },
             )

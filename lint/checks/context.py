@@ -1,7 +1,12 @@
-"""What a check sees: the inventory, the probe report, the weight-flow graph, the inputs."""
+"""What a check sees: the inventory, the probe report, the weight-flow graph, the inputs.
+
+Checks read the probe report through the Context: it answers the questions they share
+(was a model built, its load errors, the module an error belongs to, the decision for a
+module path, whether a parameter ends up initialized)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -11,6 +16,16 @@ from typing import Any
 from ..findings import Location
 from ..inventory.fingerprint import split_module
 from ..inventory.model import Inventory, ModuleFormat
+from ..probe.report import (
+    MODELS,
+    Decision,
+    ErrorRecord,
+    ExclusionSection,
+    LoadError,
+    LoadResult,
+    ParamInfo,
+    ProbeReport,
+)
 from .weight_flow import WeightFlow, build_weight_flow
 
 
@@ -61,11 +76,31 @@ def is_quantized_method(method: str | None) -> bool:
     return method is not None and not method.startswith("Unquantized")
 
 
+def frame_json(err: ErrorRecord) -> dict[str, Any] | None:
+    """The vLLM frame an error was raised in, as findings' evidence shows it."""
+    return dataclasses.asdict(err.frame) if err.frame is not None else None
+
+
 _MISSING_PARAM = re.compile(r"'([\w.]+)'")
+# What vLLM's load errors say about the module a failing tensor was headed for.
+_LAYER_NO_PARAM = re.compile(r"Layer (\S+) has no parameter")
+_AVAILABLE_IN = re.compile(r"available parameters belonging to ([\w.]+) \((\w+)\)")
+_NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute")
+_NO_MODULE_OR_PARAM = re.compile(r"no module or parameter named '([\w.]+)'")
+_NOT_LOADED = LoadResult()  # what a model that was never built loaded: nothing (never mutated)
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a.split("."), b.split(".")):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 class Context:
-    def __init__(self, inventory: Inventory, report: dict[str, Any], inputs: dict[str, Any]):
+    def __init__(self, inventory: Inventory, report: ProbeReport, inputs: dict[str, Any]):
         self.inventory = inventory
         self.report = report
         self.inputs = inputs
@@ -95,27 +130,69 @@ class Context:
     # --- probe report views -------------------------------------------------------
     @property
     def vllm_version(self) -> str:
-        return str(self.report.get("vllm", {}).get("version"))
+        return str(self.report.vllm.version)
 
-    def decisions(self, model: str) -> list[dict[str, Any]]:
-        return [d for d in self.report.get("decisions", []) if d["model"] == model]
+    @property
+    def target_architecture(self) -> str | None:
+        """The architecture vLLM built the target as, else the config's first."""
+        target = self.report.models.get("target")
+        if target is not None and target.architecture:
+            return target.architecture
+        archs = self.inventory.config.get("architectures")
+        return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
 
-    def params(self, model: str) -> dict[str, dict[str, Any]]:
-        return self.report.get("params", {}).get(model, {})
+    def built_ok(self, model: str) -> bool:
+        """vLLM constructed `model` (and the probe dry-ran its load)."""
+        return model in self.report.load
 
-    def load(self, model: str) -> dict[str, Any]:
-        return self.report.get("load", {}).get(model, {})
+    @property
+    def every_model_built(self) -> bool:
+        """No config or construction error: both models' prefixes and loads are complete."""
+        return self.report.config_error is None and not self.report.construction_errors
 
-    def _decisions_by_path(self, model: str) -> dict[str, dict[str, Any]]:
+    def construction_errors(self) -> list[tuple[str, ErrorRecord]]:
+        """(model, error) for each model vLLM failed to build; ("config", error) where its
+        config classes refused the inputs."""
+        out = list(self.report.construction_errors.items())
+        if self.report.config_error is not None:
+            out.append(("config", self.report.config_error))
+        return out
+
+    def decisions(self, model: str) -> list[Decision]:
+        return [d for d in self.report.decisions if d.model == model]
+
+    def params(self, model: str) -> dict[str, ParamInfo]:
+        return self.report.params.get(model, {})
+
+    def load(self, model: str) -> LoadResult:
+        return self.report.load.get(model, _NOT_LOADED)
+
+    def fed(self, model: str) -> dict[str, list[str]]:
+        """Checkpoint tensor -> the parameters of `model` its loading fed."""
+        return self.load(model).fed
+
+    def load_errors(self, model: str | None = None) -> list[tuple[str, LoadError]]:
+        """(model, error) for every tensor that failed to load, target first."""
+        return [(m, e) for m in MODELS if model in (None, m) for e in self.load(m).errors]
+
+    def exclusion_sections(self) -> list[ExclusionSection]:
+        """The quant config's exclusion lists as vLLM matched them, the usual one first."""
+        return self.report.exclusions
+
+    def replaced_functions(self) -> set[str]:
+        """Functions the runtime patches applied in the probe replaced."""
+        return {f for p in self.report.patches for f in p.replaced}
+
+    def _decisions_by_path(self, model: str) -> dict[str, Decision]:
         cache = self.__dict__.setdefault("_by_path", {})
         if model not in cache:
-            index: dict[str, dict[str, Any]] = {}
+            index: dict[str, Decision] = {}
             for d in self.decisions(model):
-                index.setdefault(d.get("module") or d["prefix"], d)
+                index.setdefault(d.module_path, d)
             cache[model] = index
         return cache[model]
 
-    def decision_for_module_path(self, model: str, path: str) -> dict[str, Any] | None:
+    def decision_for_module_path(self, model: str, path: str) -> Decision | None:
         """The construction decision of the module at `path`, or of its closest ancestor."""
         index = self._decisions_by_path(model)
         while path:
@@ -169,17 +246,58 @@ class Context:
             return self.inventory.tensors[tensor].file
         return self.inventory.config_path.name
 
-    def missing_param_in(self, error: dict[str, Any]) -> str | None:
-        if error.get("type") != "KeyError":
+    def missing_param_in(self, error: ErrorRecord) -> str | None:
+        if error.type != "KeyError":
             return None
-        m = _MISSING_PARAM.search(error.get("message", ""))
+        m = _MISSING_PARAM.search(error.message)
         return m.group(1) if m else None
 
+    def error_module(self, model: str, err: LoadError) -> str | None:
+        """The runtime module a failing tensor was headed for, from what vLLM itself said:
+        the parameter whose weight loader raised, the parameter a KeyError names, the layer
+        prefix or module an error message names, or the module class it names."""
+        if err.param:
+            return err.param.rsplit(".", 1)[0]
+        missing = self.missing_param_in(err)
+        if missing:
+            return self.module_of_param(model, missing)
+        message = err.message
+        tensor = err.tensor or ""
+        decisions = self.decisions(model)
+        if m := _LAYER_NO_PARAM.search(message):
+            for d in decisions:
+                if d.prefix == m.group(1):
+                    return d.module_path
+        if (m := _NO_MODULE_OR_PARAM.search(message)) and m.group(1).count(".") >= 2:
+            module = self.module_of_param(model, m.group(1))
+            if self.decision_for_module_path(model, module) or self.params_under(model, module):
+                return module
+        if m := _AVAILABLE_IN.search(message):
+            name = m.group(1)
+            for d in decisions:
+                mod = d.module_path
+                if mod == name or mod.endswith("." + name):
+                    return mod
+        if m := _NO_ATTRIBUTE.search(message):
+            same_class = [d for d in decisions if d.layer_class == m.group(1)]
+            if same_class:
+                best = max(same_class, key=lambda d: _common_prefix_len(d.prefix, tensor))
+                if _common_prefix_len(best.prefix, tensor) >= 2:
+                    return best.module_path
+        # Shape asserts do not name the parameter; when the checkpoint name is already the
+        # runtime module path (most loaders), that module is the one.
+        module = tensor.rsplit(".", 1)[0]
+        if self.params_under(model, module):
+            return module
+        return None
+
     def loaded_set(self, model: str) -> set[str]:
+        """Parameters of `model` a tensor was loaded into (by a weight loader, or as
+        load_weights() reported)."""
         cache = self.__dict__.setdefault("_loaded_sets", {})
         if model not in cache:
             load = self.load(model)
-            cache[model] = set(load.get("params_hit", [])) | set(load.get("loaded_params", []))
+            cache[model] = set(load.params_loaded_by_loader) | set(load.loaded_params)
         return cache[model]
 
     def param_initialized(self, model: str, param: str) -> bool:
@@ -193,19 +311,19 @@ class Context:
         """(on-disk module, model, construction prefix) for every tensor the dry run loaded
         into a runtime module, or failed to load into one: the probe's name mapping."""
         pairs: dict[tuple[str, str, str], None] = {}
-        for model in ("target", "draft"):
+        for model in MODELS:
             load = self.load(model)
-            for tensor, params in load.get("fed", {}).items():
+            for tensor, params in load.fed.items():
                 for p in params:
                     d = self.decision_for_module_path(model, p.rsplit(".", 1)[0])
                     if d:
-                        pairs[(split_module(tensor)[0], model, d["prefix"])] = None
-            for err in load.get("errors", []):
-                missing = err.get("tensor") and (err.get("param") or self.missing_param_in(err))
-                if missing:
+                        pairs[(split_module(tensor)[0], model, d.prefix)] = None
+            for err in load.errors:
+                missing = err.tensor and (err.param or self.missing_param_in(err))
+                if err.tensor and missing:
                     d = self.decision_for_module_path(model, self.module_of_param(model, missing))
                     if d:
-                        pairs[(split_module(err["tensor"])[0], model, d["prefix"])] = None
+                        pairs[(split_module(err.tensor)[0], model, d.prefix)] = None
         return list(pairs)
 
     @cached_property

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from .. import mtp_layout
+from ..probe.report import ExclusionSection
 from . import check
 from .context import Cause, Context, Hit
 
@@ -63,22 +63,21 @@ def _suggest(prefixes: list[tuple[str, str]]) -> str:
     return ", ".join(names[:6]) + (" ..." if len(names) > 6 else "")
 
 
-def _section_key(ctx: Context, ex: dict[str, Any], section: dict[str, Any]) -> str:
+def _section_key(ctx: Context, first: ExclusionSection, section: ExclusionSection) -> str:
     """The config key a section's entries were read from."""
     declared = ctx.inventory.declared.exclusion_key
-    config_key = section.get("config_key")
-    if config_key:
+    if section.config_key:
         # A list the probed config reads besides its usual one (DeepseekV4FP8Config's
         # `ignore` next to Fp8Config's `ignored_layers`): same body, its own leaf.
         body = declared.rsplit(".", 1)[0] if declared and "." in declared else "quantization_config"
-        return f"{body}.{config_key}"
-    return declared or f"quantization_config.{ex.get('attr')}"
+        return f"{body}.{section.config_key}"
+    return declared or f"quantization_config.{first.attr}"
 
 
-def sections(ctx: Context) -> list[tuple[str, dict[str, Any]]]:
+def sections(ctx: Context) -> list[tuple[str, ExclusionSection]]:
     """(config key, section) for every exclusion list the probe evaluated."""
-    ex: dict[str, Any] = ctx.report.get("exclusions") or {}
-    return [(_section_key(ctx, ex, s), s) for s in [ex] + [s for s in ex.get("also") or [] if isinstance(s, dict)]]
+    listed = ctx.exclusion_sections()
+    return [(_section_key(ctx, listed[0], s), s) for s in listed]
 
 
 @dataclass(frozen=True)
@@ -93,11 +92,7 @@ class DeadEntryOptions:
 @check(fields=("key", "entry", "suggestion"), options=DeadEntryOptions)
 def dead_exclusion_entries(ctx: Context, options: DeadEntryOptions) -> list[Hit]:
     keyed = sections(ctx)
-    if (
-        not any(s.get("entries") for _k, s in keyed)
-        or ctx.report.get("construction_errors")
-        or ctx.report.get("config_error")
-    ):
+    if not any(s.entries for _k, s in keyed) or not ctx.every_model_built:
         # A model that failed to build recorded only part of its prefixes: an entry's
         # runtime match cannot be judged (MTP009 reports the failure).
         return []
@@ -114,7 +109,7 @@ Asked = tuple[tuple[str, str], ...]
 
 
 def _dead_entries(
-    ctx: Context, ex: dict[str, Any], ondisk_modules: list[str], markers: list[str]
+    ctx: Context, ex: ExclusionSection, ondisk_modules: list[str], markers: list[str]
 ) -> tuple[list[Member], dict[Asked, list[Member]]]:
     """A section's dead entries: (judged one by one, grouped by the block vLLM asked about).
 
@@ -122,10 +117,10 @@ def _dead_entries(
     of its own (`consulted`); entries naming modules vLLM never asks that list about are
     inert and in neither.
     """
-    entries: dict[str, list[str]] = ex.get("entries", {})
+    entries = ex.entries
     # {"model:prefix" vLLM asked the list about: the name it compared the entries with}.
-    consulted: dict[str, str | None] | None = ex.get("consulted")
-    written = ex.get("as_written", {})
+    consulted = ex.consulted
+    written = ex.as_written
     single: list[Member] = []
     aimed: dict[Asked, list[Member]] = {}
     for entry, matched in entries.items():
@@ -154,7 +149,7 @@ def aimed_groups(ctx: Context, key: str) -> dict[Asked, list[Member]]:
     """The dead entries of the list at config `key` grouped by the block vLLM asked the list
     about (what MTP001 reports as one finding each); empty for a list read the usual way."""
     for k, section in sections(ctx):
-        if k == key and section.get("consulted") is not None:
+        if k == key and section.consulted is not None:
             return _dead_entries(ctx, section, sorted(ctx.inventory.modules), ["mtp"])[1]
     return {}
 
@@ -162,14 +157,14 @@ def aimed_groups(ctx: Context, key: str) -> dict[Asked, list[Member]]:
 def _dead_in_section(
     ctx: Context,
     options: DeadEntryOptions,
-    ex: dict[str, Any],
+    ex: ExclusionSection,
     key: str,
     ondisk_modules: list[str],
     markers: list[str],
 ) -> list[Hit]:
-    consulted: dict[str, str | None] | None = ex.get("consulted")
+    consulted = ex.consulted
     hits = []
-    written = ex.get("as_written", {})
+    written = ex.as_written
     single, aimed = _dead_entries(ctx, ex, ondisk_modules, markers)
     for entry, meant, prefixes, mtp_intent in single:
         # A dead entry aimed at the MTP block, or written for modules that exist on disk,
@@ -182,7 +177,7 @@ def _dead_in_section(
             severity="error" if is_error else "warning",
             artifact_fixes=["rewrite-ignore-to-runtime-names"],
             evidence={
-                "matcher": ex.get("matcher"),
+                "matcher": ex.matcher,
                 "matched_as": entry,
                 "ondisk_modules_matched": meant[:8],
                 "ondisk_modules_matched_count": len(meant),
@@ -219,7 +214,7 @@ def _asked_about(
 def _aimed_hit(
     ctx: Context,
     options: DeadEntryOptions,
-    ex: dict[str, Any],
+    ex: ExclusionSection,
     key: str,
     asked: tuple[tuple[str, str], ...],
     members: list[tuple[str, list[str], list[tuple[str, str]], bool]],
@@ -231,7 +226,7 @@ def _aimed_hit(
     shown = first if len(members) == 1 else f"{first}' and {len(members) - 1} more like it, up to '{last}"
     compared = sorted({consulted.get(f"{m}:{p}") or p for m, p in asked})
     where = ", ".join(f"{m}:{p}" for m, p in asked[:4]) + (" ..." if len(asked) > 4 else "")
-    via = ex.get("via") or "the quant config"
+    via = ex.via or "the quant config"
     mtp_intent = any(m[3] for m in members)
     meant = [mod for m in members for mod in m[1]]
     is_error = (options.error_when_mtp_looking and mtp_intent) or options.error_when_on_disk_name
@@ -251,7 +246,7 @@ def _aimed_hit(
         # the compared names into this list (only where vLLM recorded every one of them).
         artifact_fixes=["ignore-expert-blocks-as-compared"] if all(consulted.get(f"{m}:{p}") for m, p in asked) else [],
         evidence={
-            "matcher": ex.get("matcher"),
+            "matcher": ex.matcher,
             "via": via,
             "matched_as": first,
             "entries": [m[0] for m in members][:12],

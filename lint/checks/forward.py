@@ -10,13 +10,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..probe.report import ParamInfo
 from ..versions import in_range
 from . import check
 from .context import Context, Hit
-
-
-def _replaced_functions(ctx: Context) -> set[str]:
-    return {f for p in ctx.report.get("patches") or [] for f in p.get("replaced", [])}
 
 
 def _entry_applies(ctx: Context, entry: dict[str, Any]) -> bool:
@@ -26,7 +23,7 @@ def _entry_applies(ctx: Context, entry: dict[str, Any]) -> bool:
     return in_range(ctx.vllm_version, entry["vllm"])
 
 
-def _own_params(ctx: Context, model: str, module: str) -> dict[str, dict[str, Any]]:
+def _own_params(ctx: Context, model: str, module: str) -> dict[str, ParamInfo]:
     params = ctx.params(model)
     return {p.rsplit(".", 1)[1]: params[p] for p in ctx.params_under(model, module) if p.rsplit(".", 1)[0] == module}
 
@@ -63,7 +60,7 @@ class ForwardOptions:
 )
 def forward_reads_missing_attribute(ctx: Context, options: ForwardOptions) -> list[Hit]:
     hits: list[Hit] = []
-    replaced = _replaced_functions(ctx)
+    replaced = ctx.replaced_functions()
     for entry in options.reads:
         if not _entry_applies(ctx, entry) or entry["reader"] in replaced:
             continue
@@ -77,7 +74,7 @@ def forward_reads_missing_attribute(ctx: Context, options: ForwardOptions) -> li
             if not lacking:
                 continue
             first, own = next(iter(lacking.items()))
-            weight = own.get("weight", {})
+            weight = own.get("weight")
             hits.append(
                 Hit(
                     key=f"{model}:{entry['id']}",
@@ -87,8 +84,8 @@ def forward_reads_missing_attribute(ctx: Context, options: ForwardOptions) -> li
                         "count": len(lacking),
                         "needs": " or ".join(needs),
                         "have": ", ".join(sorted(own)),
-                        "weight_dtype": weight.get("dtype"),
-                        "module_class": weight.get("module_class"),
+                        "weight_dtype": weight.dtype if weight else None,
+                        "module_class": weight.module_class if weight else None,
                         "reader": entry["reader"],
                         "vllm_version": ctx.vllm_version,
                         "raises": entry["raises"],

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..probe.report import KernelCheck
 from . import check
 from .context import Context, Hit
+
+
+def kernel_check_json(c: KernelCheck) -> dict[str, object]:
+    """A predicate's answer as findings' evidence shows it: its result, or what it raised."""
+    answer = {"error": c.error} if c.error is not None else {"result": c.result}
+    return {"predicate": c.predicate, "next_n": c.next_n, **answer}
 
 
 @dataclass(frozen=True)
@@ -16,13 +23,13 @@ class KernelOptions:
 
 @check(fields=("next_n", "n", "gpu", "status", "predicate"), options=KernelOptions)
 def next_n_kernel_support(ctx: Context, options: KernelOptions) -> list[Hit]:
-    k = ctx.report.get("kernels") or {}
-    status = k.get("status")
-    if status in (None, "native", "not-applicable"):
+    k = ctx.report.kernels
+    if k is None or k.status in ("native", "not-applicable"):
         return []
-    predicate = next((c["predicate"] for c in k.get("checks", [])), "none in this vLLM")
+    status = k.status
+    predicate = next((c.predicate for c in k.checks), "none in this vLLM")
     fields = {
-        "next_n": k.get("next_n"),
+        "next_n": k.next_n,
         "n": ctx.inputs.get("num_speculative_tokens"),
         "gpu": ctx.inputs.get("gpu"),
         "status": status,
@@ -31,16 +38,16 @@ def next_n_kernel_support(ctx: Context, options: KernelOptions) -> list[Hit]:
     # "fallback": this vLLM flattens the query (slower, correct). "unsupported": it would
     # assert at startup. "unknown": no predicate to ask; reported as info.
     severity = {"fallback": "warning", "unsupported": "error", "unknown": "info"}.get(status)
-    if status == "unknown" and k.get("next_n") not in options.legacy_native_next_n:
+    if status == "unknown" and k.next_n not in options.legacy_native_next_n:
         # No native-decode predicate means no flattened fallback either: vLLM builds of
         # that age hand next_n straight to DeepGEMM, which asserts next_n in {1, 2}.
         severity = "error"
     return [
         Hit(
-            key=f"next_n={k.get('next_n')}",
+            key=f"next_n={k.next_n}",
             fields=fields,
             severity=severity,
             location=ctx.config_location("num_nextn_predict_layers"),
-            evidence={"checks": k.get("checks", [])},
+            evidence={"checks": [kernel_check_json(c) for c in k.checks]},
         )
     ]

@@ -2,89 +2,30 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from .. import mtp_layout
 from ..findings import Location
+from ..probe.report import MODELS, LoadError
 from . import check
-from .context import Cause, Context, Hit, is_quantized_method
-
-MODELS = ("target", "draft")
+from .context import Cause, Context, Hit, frame_json, is_quantized_method
 
 
-_LAYER_NO_PARAM = re.compile(r"Layer (\S+) has no parameter")
-_AVAILABLE_IN = re.compile(r"available parameters belonging to ([\w.]+) \((\w+)\)")
-_NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute")
-_NO_MODULE_OR_PARAM = re.compile(r"no module or parameter named '([\w.]+)'")
-
-
-def _common_prefix_len(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a.split("."), b.split(".")):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def _error_module(ctx: Context, model: str, err: dict[str, Any]) -> str | None:
-    """The runtime module a failing tensor was headed for, from what vLLM itself said:
-    the parameter whose weight loader raised, the parameter a KeyError names, the layer
-    prefix or module an error message names, or the module class it names."""
-    if err.get("param"):
-        return err["param"].rsplit(".", 1)[0]
-    missing = ctx.missing_param_in(err)
-    if missing:
-        return ctx.module_of_param(model, missing)
-    message = err.get("message", "")
-    tensor = err.get("tensor") or ""
-    decisions = ctx.decisions(model)
-    if m := _LAYER_NO_PARAM.search(message):
-        for d in decisions:
-            if d["prefix"] == m.group(1):
-                return d.get("module") or d["prefix"]
-    if (m := _NO_MODULE_OR_PARAM.search(message)) and m.group(1).count(".") >= 2:
-        module = ctx.module_of_param(model, m.group(1))
-        if ctx.decision_for_module_path(model, module) or ctx.params_under(model, module):
-            return module
-    if m := _AVAILABLE_IN.search(message):
-        name = m.group(1)
-        for d in decisions:
-            mod = d.get("module") or d["prefix"]
-            if mod == name or mod.endswith("." + name):
-                return mod
-    if m := _NO_ATTRIBUTE.search(message):
-        same_class = [d for d in decisions if d["layer_class"] == m.group(1)]
-        if same_class:
-            best = max(same_class, key=lambda d: _common_prefix_len(d["prefix"], tensor))
-            if _common_prefix_len(best["prefix"], tensor) >= 2:
-                return best.get("module") or best["prefix"]
-    # Shape asserts do not name the parameter; when the checkpoint name is already the
-    # runtime module path (most loaders), that module is the one.
-    module = tensor.rsplit(".", 1)[0]
-    if ctx.params_under(model, module):
-        return module
-    return None
-
-
-def _group(errors: list[tuple[str, dict]], ctx: Context) -> dict[tuple[str, str], list[dict]]:
-    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for model, err in errors:
-        module = _error_module(ctx, model, err)
+def _group(ctx: Context) -> dict[tuple[str, str], list[LoadError]]:
+    """Load errors by (model, the runtime module the failing tensor was headed for)."""
+    groups: dict[tuple[str, str], list[LoadError]] = defaultdict(list)
+    for model, err in ctx.load_errors():
+        module = ctx.error_module(model, err)
         if module:
             groups[(model, module)].append(err)
     return groups
 
 
-def _load_errors(ctx: Context) -> list[tuple[str, dict]]:
-    return [(m, e) for m in MODELS for e in ctx.load(m).get("errors", [])]
-
-
-def _first(errs: list[dict]) -> dict:
-    return errs[0]
+def _tensor(err: LoadError) -> str:
+    # Errors are grouped by what their tensor is stored as: only errors naming one are.
+    assert err.tensor is not None
+    return err.tensor
 
 
 def _exclusion_causes(model: str, prefix: str) -> list[Cause]:
@@ -97,36 +38,36 @@ def _exclusion_causes(model: str, prefix: str) -> list[Cause]:
 @check(fields=("module", "method", "disk_format", "tensor", "error"))
 def quantized_layer_fed_unquantized(ctx: Context, options: None) -> list[Hit]:
     hits = []
-    for (model, module), errs in _group(_load_errors(ctx), ctx).items():
+    for (model, module), errs in _group(ctx).items():
         decision = ctx.decision_for_module_path(model, module)
-        if decision is None or not is_quantized_method(decision.get("method")):
+        if decision is None or not is_quantized_method(decision.method):
             continue
-        disk = [ctx.disk_format(e["tensor"]) for e in errs if e.get("tensor")]
+        disk = [ctx.disk_format(e.tensor) for e in errs if e.tensor]
         if not disk or any(d is None or d.quantized for d in disk):
             continue
-        first = _first(errs)
+        first = errs[0]
         hit = Hit(
-            key=f"{model}:{decision['prefix']}",
+            key=f"{model}:{decision.prefix}",
             fields={
                 "module": module,
-                "method": decision.get("method"),
-                "disk_format": disk[0].kind,
-                "tensor": first["tensor"],
-                "error": f"vLLM fails to load it: {first['type']}: {first['message']}",
+                "method": decision.method,
+                "disk_format": disk[0].kind,  # type: ignore[union-attr]  # none is None (above)
+                "tensor": _tensor(first),
+                "error": f"vLLM fails to load it: {first.type}: {first.message}",
             },
-            location=Location(file=ctx.tensor_file(first["tensor"]), tensor=first["tensor"]),
+            location=Location(file=ctx.tensor_file(first.tensor), tensor=first.tensor),
             evidence={
                 "model": model,
-                "construction_prefix": decision["prefix"],
-                "layer_class": decision.get("layer_class"),
+                "construction_prefix": decision.prefix,
+                "layer_class": decision.layer_class,
                 "failed_tensors": len(errs),
-                "examples": [e["tensor"] for e in errs[:5]],
-                "vllm_frame": first.get("frame"),
+                "examples": [e.tensor for e in errs[:5]],
+                "vllm_frame": frame_json(first),
                 "runtime_params": sorted(ctx.params_under(model, module))[:12],
             },
-            because=_exclusion_causes(model, decision["prefix"]),
+            because=_exclusion_causes(model, decision.prefix),
             provides=[Cause("quant-mismatch", (model, module))],
-            claims=[("load-error", model, e.get("tensor")) for e in errs],
+            claims=[("load-error", model, e.tensor) for e in errs],
         )
         hits.append(hit)
     hits += _silent_quantized_fed_unquantized(ctx, {h.key for h in hits})
@@ -138,7 +79,7 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
     (same shape for per-tensor/block FP8), its scales never loaded."""
     hits: dict[str, Hit] = {}
     for model in MODELS:
-        for tensor, params in ctx.load(model).get("fed", {}).items():
+        for tensor, params in ctx.fed(model).items():
             if not tensor.endswith(".weight"):
                 continue
             disk = ctx.disk_format(tensor)
@@ -147,14 +88,14 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
             for p in params:
                 module = p.rsplit(".", 1)[0]
                 decision = ctx.decision_for_module_path(model, module)
-                if decision is None or not is_quantized_method(decision.get("method")):
+                if decision is None or not is_quantized_method(decision.method):
                     continue
-                if (decision.get("module") or decision["prefix"]) != module:
+                if decision.module_path != module:
                     continue  # a sub-part (router, norm) of a quantized block
-                key = f"{model}:{decision['prefix']}"
+                key = f"{model}:{decision.prefix}"
                 if key in seen or key in hits:
                     continue
-                info = ctx.params(model).get(p, {})
+                param_dtype = _param_info(ctx, model, p)[0]
                 unloaded = sorted(q for q in ctx.params_under(model, module) if not ctx.param_initialized(model, q))
                 if not unloaded:
                     continue  # every quantized slot got a tensor: not this failure
@@ -162,23 +103,23 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
                     key=key,
                     fields={
                         "module": module,
-                        "method": decision.get("method"),
+                        "method": decision.method,
                         "disk_format": disk.kind,
                         "tensor": tensor,
                         "error": f"vLLM loads it without an error: the {disk.weight_dtype} weight is "
-                        f"copied into the {info.get('dtype')} parameter and "
+                        f"copied into the {param_dtype} parameter and "
                         f"{', '.join(u.rsplit('.', 1)[1] for u in unloaded)} stay uninitialized",
                     },
                     location=Location(file=ctx.tensor_file(tensor), tensor=tensor),
                     evidence={
                         "model": model,
-                        "construction_prefix": decision["prefix"],
+                        "construction_prefix": decision.prefix,
                         "silent": True,
                         "param": p,
-                        "param_dtype": info.get("dtype"),
+                        "param_dtype": param_dtype,
                         "never_loaded": unloaded,
                     },
-                    because=_exclusion_causes(model, decision["prefix"]),
+                    because=_exclusion_causes(model, decision.prefix),
                     provides=[Cause("quant-mismatch", (model, module))],
                 )
     return list(hits.values())
@@ -188,47 +129,46 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
 def unquantized_layer_fed_quantized(ctx: Context, options: None) -> list[Hit]:
     hits: dict[str, Hit] = {}
     # 1. vLLM raised: a quantized tensor (or its scale) had no slot in an unquantized layer.
-    for (model, module), errs in _group(_load_errors(ctx), ctx).items():
+    for (model, module), errs in _group(ctx).items():
         decision = ctx.decision_for_module_path(model, module)
-        if decision is not None and is_quantized_method(decision.get("method")):
+        if decision is not None and is_quantized_method(decision.method):
             continue
-        disk = [ctx.disk_format(e["tensor"]) for e in errs if e.get("tensor")]
+        disk = [ctx.disk_format(e.tensor) for e in errs if e.tensor]
         if not disk or not all(d is not None and d.quantized for d in disk):
             continue
-        first = _first(errs)
-        layer_class = decision.get("layer_class") if decision else _owner_class(ctx, model, module)
+        first = errs[0]
+        layer_class = decision.layer_class if decision else _owner_class(ctx, model, module)
         hits[f"{model}:{module}"] = Hit(
             key=f"{model}:{module}",
             fields={
                 "module": module,
                 "layer_class": layer_class,
-                "disk_format": disk[0].kind,
-                "tensor": first["tensor"],
+                "disk_format": disk[0].kind,  # type: ignore[union-attr]  # none is None (above)
+                "tensor": _tensor(first),
             },
-            location=Location(file=ctx.tensor_file(first["tensor"]), tensor=first["tensor"]),
+            location=Location(file=ctx.tensor_file(first.tensor), tensor=first.tensor),
             evidence={
                 "model": model,
-                "error": f"{first['type']}: {first['message']}",
-                "vllm_frame": first.get("frame"),
-                "quant_method": decision.get("method") if decision else None,
+                "error": f"{first.type}: {first.message}",
+                "vllm_frame": frame_json(first),
+                "quant_method": decision.method if decision else None,
             },
             provides=[Cause("quant-mismatch", (model, module))],
-            claims=[("load-error", model, e.get("tensor")) for e in errs],
+            claims=[("load-error", model, e.tensor) for e in errs],
         )
     # 2. Silent: the packed weight landed in an unquantized parameter and its scales in nothing.
     for model in MODELS:
-        fed = ctx.load(model).get("fed", {})
-        for tensor, params in fed.items():
+        for tensor, params in ctx.fed(model).items():
             disk = ctx.disk_format(tensor)
             if disk is None or not disk.quantized or not tensor.endswith(".weight"):
                 continue
             for p in params:
-                info = ctx.params(model).get(p, {})
-                if info.get("dtype") not in ("bfloat16", "float16", "float32"):
+                param_dtype, module_class = _param_info(ctx, model, p)
+                if param_dtype not in ("bfloat16", "float16", "float32"):
                     continue
                 module = p.rsplit(".", 1)[0]
                 decision = ctx.decision_for_module_path(model, module)
-                if decision is not None and is_quantized_method(decision.get("method")):
+                if decision is not None and is_quantized_method(decision.method):
                     continue
                 key = f"{model}:{module}"
                 if key in hits:
@@ -237,7 +177,7 @@ def unquantized_layer_fed_quantized(ctx: Context, options: None) -> list[Hit]:
                     key=key,
                     fields={
                         "module": module,
-                        "layer_class": info.get("module_class"),
+                        "layer_class": module_class,
                         "disk_format": disk.kind,
                         "tensor": tensor,
                     },
@@ -245,7 +185,7 @@ def unquantized_layer_fed_quantized(ctx: Context, options: None) -> list[Hit]:
                     evidence={
                         "model": model,
                         "param": p,
-                        "param_dtype": info.get("dtype"),
+                        "param_dtype": param_dtype,
                         "disk_dtype": disk.weight_dtype,
                         "silent": True,
                     },
@@ -256,17 +196,23 @@ def unquantized_layer_fed_quantized(ctx: Context, options: None) -> list[Hit]:
 
 def _owner_class(ctx: Context, model: str, module: str) -> str | None:
     under = ctx.params_under(model, module)
-    return ctx.params(model)[under[0]].get("module_class") if under else None
+    return ctx.params(model)[under[0]].module_class if under else None
+
+
+def _param_info(ctx: Context, model: str, param: str) -> tuple[str | None, str | None]:
+    """(dtype, module class) of a parameter, (None, None) where the model has none of that name."""
+    info = ctx.params(model).get(param)
+    return (info.dtype, info.module_class) if info else (None, None)
 
 
 @check(fields=("config_key", "expected", "found", "error"))
 def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
-    err = ctx.load("draft").get("completeness_error")
+    err = ctx.load("draft").completeness_error
     if not err:
         return []
     cfg = ctx.inventory.config
     key, expected = mtp_layout.depth_field(cfg)
-    draft_fed = ctx.load("draft").get("fed", {})
+    draft_fed = ctx.fed("draft")
     return [
         Hit(
             key="mtp-depth",
@@ -274,10 +220,10 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
                 "expected": expected,
                 "found": len(mtp_layout.layers_present(draft_fed, mtp_layout.num_hidden_layers(cfg))),
                 "config_key": key,
-                "error": f"{err['type']}: {err['message']}",
+                "error": f"{err.type}: {err.message}",
             },
             location=ctx.config_location(key),
-            evidence={"vllm_frame": err.get("frame"), "draft_tensors_loaded": len(draft_fed)},
+            evidence={"vllm_frame": frame_json(err), "draft_tensors_loaded": len(draft_fed)},
             provides=[Cause("mtp-missing")],
         )
     ]
@@ -285,30 +231,30 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
 
 @check(fields=("model", "tensor", "error_type", "error", "frame"))
 def load_error_unexplained(ctx: Context, options: None) -> list[Hit]:
-    groups: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
-    for model, err in _load_errors(ctx):
-        if ctx.claimed("load-error", model, err.get("tensor")):
+    groups: dict[tuple[str, str, str], list[LoadError]] = defaultdict(list)
+    for model, err in ctx.load_errors():
+        if ctx.claimed("load-error", model, err.tensor):
             continue
-        frame = err.get("frame") or {}
-        groups[(model, err.get("type", ""), f"{frame.get('file')}:{frame.get('line')}")].append(err)
+        where = f"{err.frame.file}:{err.frame.line}" if err.frame else "None:None"
+        groups[(model, err.type, where)].append(err)
     hits = []
     for (model, etype, where), errs in groups.items():
         first = errs[0]
         hits.append(
             Hit(
-                key=f"{model}:{first.get('tensor')}",
+                key=f"{model}:{first.tensor}",
                 fields={
                     "model": model,
-                    "tensor": first.get("tensor"),
+                    "tensor": first.tensor,
                     "error_type": etype,
-                    "error": first.get("message"),
+                    "error": first.message,
                     "frame": where,
                 },
-                location=Location(file=ctx.tensor_file(first.get("tensor")), tensor=first.get("tensor")),
+                location=Location(file=ctx.tensor_file(first.tensor), tensor=first.tensor),
                 evidence={
                     "failed_tensors": len(errs),
-                    "examples": [e.get("tensor") for e in errs[:5]],
-                    "vllm_frame": first.get("frame"),
+                    "examples": [e.tensor for e in errs[:5]],
+                    "vllm_frame": frame_json(first),
                 },
             )
         )
@@ -326,15 +272,14 @@ def tensors_consumed_by_nothing(ctx: Context, options: UnconsumedOptions) -> lis
     """Checkpoint tensors that neither model's own load_weights() put anywhere, without an
     error: the loaders skipped them silently. Grouped by top-level prefix, so a whole MTP
     block under a name the draft does not read is one finding."""
-    if ctx.report.get("construction_errors") or ctx.report.get("config_error"):
+    if not ctx.every_model_built:
         return []
-    if (ctx.report.get("request") or {}).get("pipeline_parallel_size", 1) > 1:
+    if ctx.report.request.pipeline_parallel_size > 1:
         return []  # only the last pipeline stage is modelled: other stages read the rest
     consumed: set[str] = set()
     for model in MODELS:
-        load = ctx.load(model)
-        consumed.update(load.get("fed", {}))
-        consumed.update(e.get("tensor") for e in load.get("errors", []) if e.get("tensor"))
+        consumed.update(ctx.fed(model))
+    consumed.update(e.tensor for _model, e in ctx.load_errors() if e.tensor)
     unconsumed = [t for t in ctx.inventory.tensors if t not in consumed]
     if not unconsumed:
         return []
@@ -378,7 +323,7 @@ def scale_dialect_mismatch(ctx: Context, options: None) -> list[Hit]:
     """A scale tensor vLLM routed to a parameter name the runtime layer does not register,
     while the layer registers the same scale under another dialect."""
     hits: dict[str, Hit] = {}
-    for model, err in _load_errors(ctx):
+    for model, err in ctx.load_errors():
         missing = ctx.missing_param_in(err)
         if not missing or not (parts := _dialect(missing)):
             continue
@@ -390,20 +335,20 @@ def scale_dialect_mismatch(ctx: Context, options: None) -> list[Hit]:
         key = f"{model}:{module}:{wanted}"
         if key in hits:
             hits[key].evidence["failed_tensors"] += 1
-            hits[key].claims.append(("load-error", model, err.get("tensor")))
+            hits[key].claims.append(("load-error", model, err.tensor))
             continue
         hits[key] = Hit(
             key=key,
-            fields={"module": module, "tensor": err.get("tensor"), "wanted": wanted, "have": have[0]},
-            location=Location(file=ctx.tensor_file(err.get("tensor")), tensor=err.get("tensor")),
+            fields={"module": module, "tensor": err.tensor, "wanted": wanted, "have": have[0]},
+            location=Location(file=ctx.tensor_file(err.tensor), tensor=err.tensor),
             evidence={
                 "model": model,
-                "error": f"{err['type']}: {err['message']}",
-                "vllm_frame": err.get("frame"),
+                "error": f"{err.type}: {err.message}",
+                "vllm_frame": frame_json(err),
                 "failed_tensors": 1,
                 "registered": f"{stem}{have[0]}",
             },
             provides=[Cause("quant-mismatch", (model, module))],
-            claims=[("load-error", model, err.get("tensor"))],
+            claims=[("load-error", model, err.tensor)],
         )
     return list(hits.values())

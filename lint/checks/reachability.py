@@ -13,11 +13,11 @@ HEAD_OR_EMBED = re.compile(r"(^|\.)(shared_head\.head|lm_head|embed_tokens|embed
 
 
 def _unreached(ctx: Context) -> list[str]:
-    if "draft" not in ctx.report.get("load", {}):
+    if not ctx.built_ok("draft"):
         return []  # the draft never loaded: construction/config findings explain it
     # After wiring, replaced modules (a shared_head.head swapped for the target's lm_head)
     # are gone from the draft: only what the draft still holds matters at runtime.
-    after = ctx.report.get("wiring", {}).get("draft_params_after")
+    after = ctx.report.wiring.draft_params_after if ctx.report.wiring else None
     names = after if after is not None else list(ctx.params("draft"))
     return [p for p in names if p in ctx.params("draft") and not ctx.flow.initialized("draft", p)]
 
@@ -25,7 +25,7 @@ def _unreached(ctx: Context) -> list[str]:
 @check(fields=("param", "role", "vllm_version"))
 def draft_head_embed_unreachable(ctx: Context, options: None) -> list[Hit]:
     hits = []
-    wiring = ctx.report.get("wiring", {})
+    wiring = ctx.report.wiring
     for p in _unreached(ctx):
         if not HEAD_OR_EMBED.search(p) or p.rsplit(".", 1)[-1] != "weight":
             continue
@@ -36,9 +36,9 @@ def draft_head_embed_unreachable(ctx: Context, options: None) -> list[Hit]:
                 fields={"param": p, "role": role, "vllm_version": ctx.vllm_version},
                 location=ctx.config_location(),
                 evidence={
-                    "proposer": wiring.get("proposer"),
-                    "wiring_steps": wiring.get("steps"),
-                    "shared_from_target": sorted(wiring.get("shared", {})),
+                    "proposer": wiring.proposer if wiring else None,
+                    "wiring_steps": wiring.steps if wiring else None,
+                    "shared_from_target": sorted(wiring.shared) if wiring else [],
                     "candidate_tensors": [
                         t
                         for t in ctx.inventory.tensors
@@ -67,21 +67,21 @@ def draft_params_never_loaded(ctx: Context, options: NeverLoadedOptions) -> list
         by_module.setdefault(p.rsplit(".", 1)[0], []).append(p)
     hits = []
     for module, params in by_module.items():
-        info = ctx.params("draft").get(params[0], {})
+        info = ctx.params("draft").get(params[0])
         # The module (or an ancestor) was built with the wrong scheme; or built with a scheme
         # an exclusion entry was meant to keep it out of, whose added parameters have no
         # tensor on disk; or the MTP layers are not there at all.
         because = [Cause("quant-mismatch", ("draft", module), ancestors=True)]
         decision = ctx.decision_for_module_path("draft", module)
         if decision:
-            because.append(Cause("exclusion-missed", ("draft", decision["prefix"])))
+            because.append(Cause("exclusion-missed", ("draft", decision.prefix)))
         because.append(Cause("mtp-missing"))
         hits.append(
             Hit(
                 key=module,
-                fields={"param": params[0], "module_class": info.get("module_class")},
+                fields={"param": params[0], "module_class": info.module_class if info else None},
                 location=ctx.config_location(),
-                evidence={"params": params, "shapes": {p: ctx.params("draft")[p]["shape"] for p in params}},
+                evidence={"params": params, "shapes": {p: ctx.params("draft")[p].shape for p in params}},
                 because=because,
             )
         )

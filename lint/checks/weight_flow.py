@@ -8,9 +8,10 @@ parameter the target's). A draft parameter is *initialized* when some tensor rea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import networkx as nx
+
+from ..probe.report import ProbeReport
 
 
 @dataclass
@@ -49,25 +50,26 @@ class WeightFlow:
         return list(self.graph.successors(node)) if node in self.graph else []
 
 
-def build_weight_flow(report: dict[str, Any]) -> WeightFlow:
+def build_weight_flow(report: ProbeReport) -> WeightFlow:
     """Reachability questions are about the draft; of the target, only the parameters the
     draft shares matter, so the target's ~100k tensor edges are not materialized."""
     g = nx.DiGraph()
-    shared_targets = set(report.get("wiring", {}).get("shared", {}).values())
-    for model, params in report.get("params", {}).items():
+    shared = report.wiring.shared if report.wiring is not None else {}
+    shared_targets = set(shared.values())
+    for model, params in report.params.items():
         for name in params:
             if model != "target" or name in shared_targets:
                 g.add_node(("param", model, name))
-    for model, load in report.get("load", {}).items():
+    for model, load in report.load.items():
         keep = (lambda p: p in shared_targets) if model == "target" else (lambda p: True)
-        for tensor, params in load.get("fed", {}).items():
-            for p in params:
+        for tensor, fed in load.fed.items():
+            for p in fed:
                 if keep(p):
                     g.add_edge(("tensor", tensor), ("param", model, p), kind="fed")
         # load_weights() may also report parameters it filled without a weight_loader call
-        for p in load.get("loaded_params", []):
+        for p in load.loaded_params:
             if keep(p):
                 g.add_edge(("tensor", f"<{model} load_weights>"), ("param", model, p), kind="fed")
-    for draft_param, target_param in report.get("wiring", {}).get("shared", {}).items():
+    for draft_param, target_param in shared.items():
         g.add_edge(("param", "draft", draft_param), ("param", "target", target_param), kind="shared")
     return WeightFlow(g)

@@ -76,4 +76,12 @@ class Rule:
 
     @property
     def help_uri(self) -> str:
-        return f"https://mtplint.dev/rules/{self.code}"
+        return rule_doc_uri(self.code)
+
+
+# Each rule's page, generated from its file by scripts/gen_rule_docs.py (docs/rules/MTPxxx.md).
+RULE_DOCS_BASE = "https://github.com/mtplint/mtplint/blob/main/docs/rules/"
+
+
+def rule_doc_uri(code: str) -> str:
+    return f"{RULE_DOCS_BASE}{code}.md"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..checks import load_all
@@ -11,6 +11,7 @@ from ..checks.context import Context, Hit
 from ..errors import MtplintError
 from ..findings import Finding, Fixes
 from ..inventory.model import Inventory
+from ..probe.report import ProbeReport
 from .loader import load_rules
 from .order import rule_order
 from .rule import Rule
@@ -36,19 +37,22 @@ def selected(rules: dict[str, Rule], select: list[str] | None, ignore: list[str]
 
 def evaluate(
     inventory: Inventory,
-    report: dict[str, Any],
+    report: ProbeReport | Mapping[str, Any],
     inputs: dict[str, Any],
     *,
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     recommend: Recommend | None = None,
 ) -> tuple[list[Finding], list[Rule]]:
+    """Run the selected rules' checks over one probe report (or its JSON form, validated)."""
     rules = load_rules()
     checks = load_all()
+    if not isinstance(report, ProbeReport):
+        report = ProbeReport.from_json(dict(report))
     ctx = Context(inventory, report, inputs)
     findings: list[Finding] = []
     evaluated = selected(rules, select, ignore)
-    architecture = _target_architecture(ctx)
+    architecture = ctx.target_architecture
     for rule in evaluated:
         if not rule.applies_to.matches(architecture, ctx.vllm_version):
             continue
@@ -97,21 +101,16 @@ def _check_relations(rule: Rule, hit: Hit) -> None:
         )
 
 
-def _target_architecture(ctx: Context) -> str | None:
-    built = ctx.report.get("models", {}).get("target", {}).get("architecture")
-    if built:
-        return str(built)
-    archs = ctx.inventory.config.get("architectures")
-    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-
-
 def _downgrade_causes_without_consequences(findings: list[Finding], rules: dict[str, Rule]) -> None:
     """A rule may say its errors only matter through what they cause (a dead ignore entry
     is harmless once a runtime patch builds the draft right): without any consequence in
-    this run, such a finding drops to the severity the rule names."""
+    this run, such a finding drops to the severity the rule names. Only when every rule that
+    could report such a consequence was evaluated: --select/--ignore never change a severity."""
     causes = {f.caused_by for f in findings if f.caused_by}
     for f in findings:
         lower = rules[f.code].relations.without_consequences
-        if lower and f.severity == "error" and f.id not in causes:
+        provides = set(rules[f.code].relations.provides)
+        unevaluated = [c for c, r in load_rules().items() if provides & set(r.relations.caused_by) and c not in rules]
+        if lower and f.severity == "error" and f.id not in causes and not unevaluated:
             f.severity = lower
             f.evidence["severity_note"] = "no consequence in this configuration"

@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import BadInput
 from ..findings import Finding
 from ..inventory.model import Inventory
+from ..probe.report import ProbeReport
 from .plan import INDEX_NAME, Change, NewTensor
 
 ID = "alias-mtp-head-embed"
@@ -25,7 +26,7 @@ _MTP_LAYER = re.compile(r"^mtp\.(\d+)\.")
 
 
 def plan(
-    inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
+    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     if not any(f.code == "MTP004" for f in findings):
         return []

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..inventory.model import Inventory
+from ..probe.report import ProbeReport
 from .plan import Change, get_key, set_key
 
 CONFIG = "config.json"
@@ -181,10 +182,10 @@ def feeders(ctx: Any) -> dict[tuple[str, str], set[str]]:
     return out
 
 
-def covered_now(report: dict[str, Any]) -> set[tuple[str, str]]:
-    """(model, prefix) pairs some live entry already excludes."""
+def covered_now(report: ProbeReport) -> set[tuple[str, str]]:
+    """(model, prefix) pairs some live entry of the usual exclusion list already excludes."""
     out = set()
-    for hits in (report.get("exclusions") or {}).get("entries", {}).values():
+    for hits in (report.exclusions[0].entries if report.exclusions else {}).values():
         for h in hits:
             model, _, prefix = h.partition(":")
             out.add((model, prefix))
@@ -244,11 +245,11 @@ def _whole_layer(ctx: Any, root: str, keep: set[tuple[str, str]], feed: dict[tup
     wanted_here = [mp for mp in keep if mp[1].startswith(root)]
     if len(wanted_here) < 2:
         return False  # one module: its exact name says the same thing, more plainly
-    for d in ctx.report.get("decisions", []):
-        mp = (d["model"], d["prefix"])
-        if not d["prefix"].startswith(root) or mp in keep:
+    for d in ctx.report.decisions:
+        mp = (d.model, d.prefix)
+        if not d.prefix.startswith(root) or mp in keep:
             continue
         src = feed.get(mp)
-        if src and (is_quantized_method(d.get("method")) or not unquantized_on_disk(ctx.inventory, src)):
+        if src and (is_quantized_method(d.method) or not unquantized_on_disk(ctx.inventory, src)):
             return False
     return True

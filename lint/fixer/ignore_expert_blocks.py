@@ -20,6 +20,7 @@ from typing import Any
 
 from ..findings import Finding
 from ..inventory.model import Inventory
+from ..probe.report import ExclusionSection, ProbeReport
 from .plan import Change, get_key, set_key
 
 ID = "ignore-expert-blocks-as-compared"
@@ -55,7 +56,7 @@ def _edit(key: str, dead: set[str], names: list[str]):
 
 
 def plan(
-    inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
+    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     from ..checks.exclusions import aimed_groups
     from ..checks.context import Context
@@ -82,18 +83,18 @@ def plan(
             continue
         asked, members = group
         section = next(s for k, s in _sections(ctx) if k == key)
-        consulted = section.get("consulted") or {}
+        consulted = section.consulted or {}
         compared = [consulted.get(f"{m}:{p}") for m, p in asked]
         if not compared or None in compared:
             continue  # vLLM's compared name is unknown for some block: nothing sure to write
         names = sorted(set(compared))
-        written = section.get("as_written", {})
+        written = section.as_written
         dead = [written.get(m[0], m[0]) for m in members]
         dead_set = set(dead)
         shown = f"{dead[0]!r}" if len(dead) == 1 else f"{len(dead)} dead entries {dead[0]!r} .. {dead[-1]!r}"
         summary = (
             f"replace {shown} with {', '.join(names)} (the name{'s' if len(names) > 1 else ''} "
-            f"{section.get('via') or 'vLLM'} compares them with)"
+            f"{section.via or 'vLLM'} compares them with)"
         )
         places = [(config_file, key)] if f.location.file in (None, config_file) else [(f.location.file, key)]
         hq = inventory.hf_quant_config
@@ -114,7 +115,7 @@ def plan(
     return changes
 
 
-def _sections(ctx: Any) -> list[tuple[str, dict[str, Any]]]:
+def _sections(ctx: Any) -> list[tuple[str, ExclusionSection]]:
     from ..checks.exclusions import sections
 
     return sections(ctx)

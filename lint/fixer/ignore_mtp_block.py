@@ -11,13 +11,14 @@ from typing import Any
 
 from ..findings import Finding
 from ..inventory.model import Inventory
+from ..probe.report import ProbeReport
 from .plan import Change
 
 ID = "ignore-unquantized-mtp-block"
 
 
 def plan(
-    inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
+    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     from ..checks.context import Context
     from .exclusions import exclusion_list, feeders, runtime_entries

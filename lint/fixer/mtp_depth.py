@@ -13,6 +13,7 @@ from typing import Any
 
 from ..findings import Finding
 from ..inventory.model import Inventory
+from ..probe.report import ProbeReport
 from .plan import Change, get_key, set_key
 
 ID = "set-mtp-depth"
@@ -41,7 +42,7 @@ def mtp_layers_on_disk(inventory: Inventory) -> int:
 
 
 def plan(
-    inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
+    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     hits = [f for f in findings if f.code == "MTP006"]
     if not hits:

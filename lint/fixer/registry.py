@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import alias_head_embed, ignore_expert_blocks, ignore_mtp_block, mtp_depth, rewrite_ignore
+from ..probe.report import ProbeReport
+from . import alias_head_embed, ignore_expert_blocks, ignore_mtp_block, index_shards, mtp_depth, rewrite_ignore
 from .plan import Change
 
 # plan(inventory, report, findings, *, options=None) -> list[Change]; options: {"drop_dead": bool}
@@ -24,7 +25,7 @@ class Fix:
     plan: PlanFn
 
     def plan_for(
-        self, inventory: Any, report: dict[str, Any], findings: list[Any], options: dict[str, Any] | None = None
+        self, inventory: Any, report: ProbeReport, findings: list[Any], options: dict[str, Any] | None = None
     ) -> list[Change]:
         return self.plan(inventory, report, findings, options=options or {})
 
@@ -59,6 +60,12 @@ FIXES: dict[str, Fix] = {
             "DeepSeek-V4: add mtp.{i}.head.weight / mtp.{i}.emb.tok_emb.weight copies of the top-level "
             "head/embed in one new shard",
             alias_head_embed.plan,
+        ),
+        Fix(
+            index_shards.ID,
+            ("MTP015",),
+            "add the tensors of shards the index never names (a sidecar mtp.safetensors) to its weight_map",
+            index_shards.plan,
         ),
         Fix(
             mtp_depth.ID,

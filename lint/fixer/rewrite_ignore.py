@@ -12,13 +12,14 @@ from typing import Any
 
 from ..findings import Finding
 from ..inventory.model import Inventory
+from ..probe.report import ProbeReport
 from .plan import Change
 
 ID = "rewrite-ignore-to-runtime-names"
 
 
 def plan(
-    inventory: Inventory, report: dict[str, Any], findings: list[Finding], *, options: dict[str, Any] | None = None
+    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     from ..checks.exclusions import _ondisk_modules_meant, _runtime_prefixes_for
     from ..checks.context import Context
@@ -39,7 +40,7 @@ def plan(
     # A finding is keyed by the entry as vLLM matched it; where vLLM mapped the list into its
     # runtime namespace first, the config spells it differently, and the config's spelling
     # is what names on-disk modules and what --drop-dead must remove.
-    written = (report.get("exclusions") or {}).get("as_written", {})
+    written = report.exclusions[0].as_written if report.exclusions else {}
     for f in dead:
         entry = written.get(f.key, f.key)
         wanted = _runtime_prefixes_for(ctx, _ondisk_modules_meant(entry, modules))

@@ -1,4 +1,5 @@
-"""Build the Inventory of a local checkpoint directory from its JSON files and safetensors headers."""
+"""Build the Inventory of a checkpoint from its JSON files and safetensors headers: a local
+directory, or a hub repository (`hf://ORG/NAME[@REVISION]`, headers by range requests, remote.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from mtplint.inventory import memo
 from mtplint.inventory.declared import parse_declared
 from mtplint.inventory.fingerprint import fingerprint_modules
 from mtplint.inventory.model import Inventory, TensorInfo
-from mtplint.inventory.safetensors_header import read_header
+from mtplint.inventory.source import LocalShards, ShardSource, weight_files
 from mtplint.inventory.strict_json import clip, read_json_object
 
 __all__ = ["INDEX_NAME", "layout_digest", "load_inventory", "read_json_object", "weight_files"]
@@ -40,6 +41,11 @@ def load_inventory(path: str | os.PathLike, progress: Progress | None = None) ->
 
 
 def _load(path: str | os.PathLike, progress: Progress | None) -> Inventory:
+    from mtplint.inventory.remote import hub_spec
+
+    spec = hub_spec(path)
+    if spec is not None:
+        return _load_remote(spec, progress)
     try:
         root = Path(path).expanduser().absolute()
     except RuntimeError as e:  # "~nosuchuser/..."
@@ -57,17 +63,59 @@ def _load(path: str | os.PathLike, progress: Progress | None) -> Inventory:
     hq_st = _stat(hq_path)
     hf_quant = read_json_object(hq_path) if hq_st is not None and stat.S_ISREG(hq_st.st_mode) else None
     declared = parse_declared(config, hf_quant, root)
+    return _from_memo_or_read(memo.signature(root), root, LocalShards(root), config, hf_quant, declared, progress)
 
-    sig = memo.signature(root)
+
+def _from_memo_or_read(
+    sig: str | None,
+    root: Path,
+    source: ShardSource,
+    config: dict[str, Any],
+    hf_quant: dict[str, Any] | None,
+    declared: Any,
+    progress: Progress | None,
+    origin: str | None = None,
+) -> Inventory:
+    config_path = root / "config.json"
     hit = memo.load(sig) if sig else None
     if hit is not None:
         return Inventory(
-            root=root, config=config, config_path=config_path, hf_quant_config=hf_quant, declared=declared, **hit
+            root=root,
+            config=config,
+            config_path=config_path,
+            hf_quant_config=hf_quant,
+            declared=declared,
+            origin=origin,
+            **hit,
         )
-    inventory = _read_layout(root, config, config_path, hf_quant, declared, progress)
+    inventory = _read_layout(root, config, config_path, hf_quant, declared, progress, source)
+    inventory.origin = origin
     if sig:
         memo.store(sig, inventory)
     return inventory
+
+
+def _load_remote(spec: Any, progress: Progress | None) -> Inventory:
+    """A hub revision: its small files from huggingface_hub's cache (one request resolves the
+    revision), its headers by range requests unless the memo, keyed by the commit, has them.
+    Errors name hf://ORG/NAME@COMMIT/FILE, never the cache's local path."""
+    from mtplint.inventory import remote
+
+    repo = remote.resolve(spec)
+    try:
+        root = remote.fetch_small_files(repo)
+        config = read_json_object(root / "config.json")
+        if remote.auto_map_code(config):
+            remote.fetch_small_files(repo, config)  # configuration code, for --trust-remote-code
+        hq_path = root / "hf_quant_config.json"
+        hf_quant = read_json_object(hq_path) if "hf_quant_config.json" in repo.files else None
+        declared = parse_declared(config, hf_quant, root)
+        sig = memo.remote_signature(repo.endpoint, repo.spec.repo_id, repo.commit)
+        return _from_memo_or_read(sig, root, remote.HubShards(repo), config, hf_quant, declared, progress, repo.label)
+    except BadInput as e:
+        if e.path and repo.snapshot is not None and e.path.startswith(str(repo.snapshot)):
+            e.path = repo.label + e.path[len(str(repo.snapshot)) :]
+        raise
 
 
 def _stat(path: Path) -> os.stat_result | None:
@@ -88,20 +136,22 @@ def _read_layout(
     hf_quant: dict[str, Any] | None,
     declared: Any,
     progress: Progress | None,
+    source: ShardSource,
 ) -> Inventory:
     index_file = root / INDEX_NAME
     index_st = _stat(index_file)
     index_path: Path | None = None
+    unindexed: dict[str, list[TensorInfo] | None] = {}
     if index_st is not None and stat.S_ISREG(index_st.st_mode):
         index_path = index_file
-        tensors, shards = _load_indexed(root, index_file, progress)
+        tensors, shards, unindexed = _load_indexed(source, index_file, progress)
     else:
         # Without an index vLLM loads every *.safetensors in the directory (a directory or a
         # dangling link so named included: it fails on those, so do we).
-        shards = sorted(weight_files(root))
+        shards = sorted(source.listing())
         if not shards:
-            raise BadInput(f"no *.safetensors files and no {INDEX_NAME}", path=str(root))
-        tensors, _ = _read_shards(root, shards, progress)
+            raise BadInput(f"no *.safetensors files and no {INDEX_NAME}", path=source.where(""))
+        tensors, _ = _read_shards(source, shards, progress)
 
     return Inventory(
         root=root,
@@ -114,17 +164,9 @@ def _read_layout(
         declared=declared,
         digest=layout_digest(tensors.values()),
         modules=fingerprint_modules(tensors.values(), hint=declared.method),
+        unindexed=unindexed,
+        other_indexes=source.other_indexes(),
     )
-
-
-def weight_files(root: Path) -> set[str]:
-    """The names vLLM's DefaultModelLoader finds with glob(join(root, "*.safetensors")): entries
-    directly in `root`, hidden names excluded, links and directories not filtered out."""
-    try:
-        with os.scandir(root) as it:
-            return {e.name for e in it if e.name.endswith(".safetensors") and not e.name.startswith(".")}
-    except OSError as e:
-        raise BadInput(f"cannot list the directory: {e.strerror or e}", path=str(root)) from e
 
 
 def layout_digest(tensors: Iterable[TensorInfo]) -> str:
@@ -135,7 +177,9 @@ def layout_digest(tensors: Iterable[TensorInfo]) -> str:
     return hashlib.sha256("\n".join(rows).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _load_indexed(root: Path, index_path: Path, progress: Progress | None) -> tuple[dict[str, TensorInfo], list[str]]:
+def _load_indexed(
+    source: ShardSource, index_path: Path, progress: Progress | None
+) -> tuple[dict[str, TensorInfo], list[str], dict[str, list[TensorInfo] | None]]:
     where = str(index_path)
     index = read_json_object(index_path)
     wm = index.get("weight_map")
@@ -151,14 +195,19 @@ def _load_indexed(root: Path, index_path: Path, progress: Progress | None) -> tu
     # root/*.safetensors found exactly that path, else FileNotFoundError: a name with a slash, an
     # absolute path, a hidden or non-.safetensors name never loads. Names are only compared with
     # the listing, never opened as given: nothing outside the directory is touched.
-    present = weight_files(root)
+    present = source.listing()
     missing = [s for s in shards if s not in present]
     if missing:
         raise BadInput(_unloadable(missing, wm), path=where)
-    tensors, headers = _read_shards(root, shards, progress)
+    tensors, headers = _read_shards(source, shards, progress)
+    # Shards the index never names load nowhere; their headers are read (leniently: vLLM never
+    # opens them) so that MTP015 can name the tensors they hold.
+    outside = sorted(present.difference(shards))
+    unindexed = dict(source.headers(outside, strict=False)) if outside else {}
+    unindexed_lists = {s: (list(h.values()) if h is not None else None) for s, h in unindexed.items()}
     # The common case in one C-level comparison; only a mismatch pays for the diagnosis below.
     if dict(zip(tensors, map(_FILE, tensors.values()), strict=True)) == wm:
-        return tensors, shards
+        return tensors, shards, unindexed_lists
     by_shard: defaultdict[str, set[str]] = defaultdict(set)
     for name, shard in wm.items():
         by_shard[shard].add(name)
@@ -175,9 +224,9 @@ def _load_indexed(root: Path, index_path: Path, progress: Progress | None) -> tu
         if extra:
             raise BadInput(
                 f"{_some(extra)} in this shard {'is' if len(extra) == 1 else 'are'} not in {INDEX_NAME}'s weight_map",
-                path=str(root / shard),
+                path=source.where(shard),
             )
-    return tensors, shards  # unreachable: unequal maps differ in some shard
+    return tensors, shards, unindexed_lists  # unreachable: unequal maps differ in some shard
 
 
 def _unloadable(missing: list[str], wm: dict[str, str]) -> str:
@@ -211,19 +260,20 @@ def _why_unloadable(name: str) -> str | None:
 
 
 def _read_shards(
-    root: Path, shards: list[str], progress: Progress | None
+    source: ShardSource, shards: list[str], progress: Progress | None
 ) -> tuple[dict[str, TensorInfo], dict[str, dict[str, TensorInfo]]]:
     tensors: dict[str, TensorInfo] = {}
     headers: dict[str, dict[str, TensorInfo]] = {}
-    for i, shard in enumerate(shards):
-        header = read_header(root / shard, shard)
+    source.check_fetched(shards)
+    for i, (shard, header) in enumerate(source.headers(shards)):
+        assert header is not None  # strict: a bad header raised
         before = len(tensors)
         tensors.update(header)
         if len(tensors) != before + len(header):
             # Some name was already present: find one, and the shard that had it first.
             name = min(n for n in header if any(n in h for h in headers.values()))
             first = next(s for s, h in headers.items() if name in h)
-            raise BadInput(f"tensor {clip(name)} is in both {first} and {shard}", path=str(root / shard))
+            raise BadInput(f"tensor {clip(name)} is in both {first} and {shard}", path=source.where(shard))
         headers[shard] = header
         if progress is not None:
             progress(i + 1, len(shards))

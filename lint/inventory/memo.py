@@ -9,7 +9,9 @@ checkpoint costs a few milliseconds, a fraction of the memo load itself.
 
 Entries are plain columns (marshal), which load an order of magnitude faster than pickled
 objects; they carry their key and format. An entry that does not check out (unreadable,
-truncated, another key or format, ragged columns) is a miss and is removed. No checksum over
+truncated, another key or format, ragged columns) is a miss and is removed.
+
+A hub repository's key is its endpoint, name and resolved commit: a commit's files never change. No checksum over
 the entry: it lives in the user's own cache, not in the checkpoint, and hashing its ~6 MB
 would cost more than the rest of the key.
 """
@@ -29,8 +31,13 @@ from .safetensors_header import MAX_HEADER_BYTES
 from .strict_json import MAX_JSON_BYTES, open_regular
 
 # Bump whenever what a successful load accepts changes, so entries stored under older rules are not served.
-FORMAT = 2
+FORMAT = 3
 JSON_FILES = ("config.json", "hf_quant_config.json", "model.safetensors.index.json")
+
+
+def remote_signature(endpoint: str, repo_id: str, commit: str) -> str:
+    """The memo key of a hub revision: what the commit holds cannot change."""
+    return hashlib.sha256(f"{FORMAT}\0hub\0{endpoint}\0{repo_id}\0{commit}".encode()).hexdigest()
 
 
 def signature(root: Path) -> str | None:
@@ -38,15 +45,20 @@ def signature(root: Path) -> str | None:
     h = hashlib.sha256(f"{FORMAT}\0".encode() + os.fsencode(root) + b"\0")
     try:
         with os.scandir(root) as it:
-            names = sorted(e.name for e in it if e.name in JSON_FILES or _loadable_shard_name(e.name))
+            names = sorted(e.name for e in it if _json_file(e.name) or _loadable_shard_name(e.name))
     except OSError:
         return None
     for name in names:
-        record = _record(root / name, whole=name in JSON_FILES)
+        record = _record(root / name, whole=_json_file(name))
         if record is None:
             return None
         h.update(record)
     return h.hexdigest()
+
+
+def _json_file(name: str) -> bool:
+    # Other *.safetensors.index.json files (a sidecar MTP index) are part of what MTP015 reports.
+    return name in JSON_FILES or name.endswith(".safetensors.index.json")
 
 
 def _loadable_shard_name(name: str) -> bool:
@@ -83,7 +95,8 @@ def _path(sig: str) -> Path:
 
 
 def store(sig: str, inv: Inventory) -> None:
-    files = sorted({t.file for t in inv.tensors.values()})
+    outside = [t for ts_ in inv.unindexed.values() for t in ts_ or ()]
+    files = sorted({t.file for t in inv.tensors.values()} | {t.file for t in outside})
     fidx = {f: i for i, f in enumerate(files)}
     ts = list(inv.tensors.values())
     mods = list(inv.modules.values())
@@ -94,20 +107,16 @@ def store(sig: str, inv: Inventory) -> None:
         "shards": inv.shards,
         "digest": inv.digest,
         "index": str(inv.index_path) if inv.index_path else None,
-        "t": (
-            [t.name for t in ts],
-            [t.dtype for t in ts],
-            [t.shape for t in ts],
-            [fidx[t.file] for t in ts],
-            [t.begin for t in ts],
-            [t.end for t in ts],
-        ),
+        "t": _columns(ts, fidx),
         "m": (
             [m.module for m in mods],
             [m.kind for m in mods],
             [m.weight_dtype for m in mods],
             [m.suffixes for m in mods],
         ),
+        "unindexed": [[s, ts_ is not None] for s, ts_ in inv.unindexed.items()],
+        "u": _columns(outside, fidx),
+        "other_indexes": list(inv.other_indexes),
     }
     path = _path(sig)
     tmp = None
@@ -122,6 +131,17 @@ def store(sig: str, inv: Inventory) -> None:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def _columns(ts: list[TensorInfo], fidx: dict[str, int]) -> tuple[list, ...]:
+    return (
+        [t.name for t in ts],
+        [t.dtype for t in ts],
+        [t.shape for t in ts],
+        [fidx[t.file] for t in ts],
+        [t.begin for t in ts],
+        [t.end for t in ts],
+    )
 
 
 def load(sig: str) -> dict | None:
@@ -143,11 +163,27 @@ def _decode(blob: bytes, sig: str) -> dict:
     data = marshal.loads(blob)
     if data["format"] != FORMAT or data["key"] != sig:
         raise ValueError("not this entry")
-    new, set_ = object.__new__, object.__setattr__
     files = data["files"]
-    columns = data["t"]
+    tensors = _rows(data["t"], files)
+    modules = {m: ModuleFormat(m, k, w, s) for m, k, w, s in zip(*data["m"], strict=True)}
+    unindexed: dict[str, list[TensorInfo] | None] = {s: ([] if readable else None) for s, readable in data["unindexed"]}
+    for t in _rows(data["u"], files).values():
+        unindexed[t.file].append(t)  # a KeyError or None here: a corrupt entry, a miss
+    return {
+        "unindexed": unindexed,
+        "other_indexes": [str(n) for n in data["other_indexes"]],
+        "tensors": tensors,
+        "modules": modules,
+        "shards": list(data["shards"]),
+        "digest": str(data["digest"]),
+        "index_path": Path(data["index"]) if data["index"] else None,
+    }
+
+
+def _rows(columns: tuple[list, ...], files: list[str]) -> dict[str, TensorInfo]:
     if len(columns) != 6 or len({len(c) for c in columns}) != 1:
         raise ValueError("ragged columns")
+    new, set_ = object.__new__, object.__setattr__
     tensors: dict[str, TensorInfo] = {}
     # Not zip(strict=True), checked above instead: strict zip builds a new tuple per row (+50%).
     for name, dtype, shape, fi, begin, end in zip(*columns):  # noqa: B905
@@ -156,11 +192,4 @@ def _decode(blob: bytes, sig: str) -> dict:
             t, "__dict__", {"name": name, "dtype": dtype, "shape": shape, "file": files[fi], "begin": begin, "end": end}
         )
         tensors[name] = t
-    modules = {m: ModuleFormat(m, k, w, s) for m, k, w, s in zip(*data["m"], strict=True)}
-    return {
-        "tensors": tensors,
-        "modules": modules,
-        "shards": list(data["shards"]),
-        "digest": str(data["digest"]),
-        "index_path": Path(data["index"]) if data["index"] else None,
-    }
+    return tensors

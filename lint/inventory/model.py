@@ -61,6 +61,14 @@ class Inventory:
     declared: DeclaredQuant
     digest: str  # stable digest of (names, dtypes, shapes): the probe cache key part for the layout
     modules: dict[str, ModuleFormat] = field(default_factory=dict)
+    # Shards next to an index that its weight_map never names (a sidecar mtp.safetensors): vLLM's
+    # index-based loading skips them. Shard -> the tensors its header holds (None: unreadable).
+    unindexed: dict[str, list[TensorInfo] | None] = field(default_factory=dict)
+    # *.safetensors.index.json files besides model.safetensors.index.json: vLLM reads none of them.
+    other_indexes: list[str] = field(default_factory=list)
+    # "hf://ORG/NAME@COMMIT" for a hub repository (root is then the local snapshot of its small
+    # files); None for a local directory.
+    origin: str | None = None
 
     def tensors_under(self, prefix: str) -> list[TensorInfo]:
         return [t for n, t in self.tensors.items() if n.startswith(prefix)]

@@ -58,6 +58,13 @@ DTYPE_BITS = {
     "F64": 64,
     "C64": 64,
 }
+# A Git LFS pointer file (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md) left where a
+# clone without `git lfs pull` should have the shard; pointers are under 1024 bytes.
+LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
+LFS_POINTER_MESSAGE = (
+    "a Git LFS pointer file, not the shard: the content was not fetched "
+    "(run `git lfs pull` in the clone, or lint the repository as hf://ORG/NAME)"
+)
 _NEGATIVE = re.compile(rb"[\[,]\s*-")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _WHOLE_BYTE_SIZES = {k: v // 8 for k, v in DTYPE_BITS.items() if v % 8 == 0}
@@ -80,6 +87,12 @@ def read_shard_header(path: str | os.PathLike, rel_name: str | None = None) -> S
     where = str(path)
     rel = rel_name if rel_name is not None else path.name
     size, n, raw = _read_raw(path, where)
+    return parse_shard_header(size, n, raw, where, rel)
+
+
+def parse_shard_header(size: int, n: int, raw: bytes, where: str, rel: str) -> ShardHeader:
+    """Validate a header read by any means (a local file, two range requests): `size` is the whole
+    file's length, `n` the header length from its first 8 bytes, `raw` those n bytes."""
     header = decode_header(raw, where)
     metadata = header.pop("__metadata__", None)
     if metadata is not None and not (isinstance(metadata, dict) and all(type(v) is str for v in _values(metadata))):
@@ -109,25 +122,35 @@ def _read_raw(path: Path, where: str) -> tuple[int, int, bytes]:
     f, st = open_regular(path, "not a safetensors file: not a regular file")
     size = st.st_size
     with f:
-        if size < 8:
-            raise BadInput(f"not a safetensors file: {size} bytes, shorter than the 8-byte header length", path=where)
         try:
-            n = int.from_bytes(f.read(8), "little")
-            if n > MAX_HEADER_BYTES:
-                raise BadInput(
-                    f"not a safetensors file: header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit", path=where
-                )
-            if 8 + n > size:
-                raise BadInput(
-                    f"truncated: header says {n} bytes but the file has only {size - 8} after the 8-byte length",
-                    path=where,
-                )
+            first = f.read(8)
+            n = header_length(first, size, where)
             raw = f.read(n)
         except OSError as e:
             raise BadInput(f"cannot read: {e.strerror or e}", path=where) from e
     if len(raw) != n:
         raise BadInput(f"truncated: header says {n} bytes but only {len(raw)} could be read", path=where)
     return size, n, raw
+
+
+def header_length(first: bytes, size: int, where: str) -> int:
+    """The header length the first 8 bytes of a `size`-byte file declare, checked as safetensors does."""
+    if size < 8 or len(first) < 8:
+        raise BadInput(f"not a safetensors file: {size} bytes, shorter than the 8-byte header length", path=where)
+    if first.startswith(LFS_POINTER_PREFIX[:8]) and size < 1024:
+        # Read as a length these bytes are ~2.3e18: say what the file really is.
+        raise BadInput(LFS_POINTER_MESSAGE, path=where)
+    n = int.from_bytes(first[:8], "little")
+    if n > MAX_HEADER_BYTES:
+        raise BadInput(
+            f"not a safetensors file: header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit", path=where
+        )
+    if 8 + n > size:
+        raise BadInput(
+            f"truncated: header says {n} bytes but the file has only {size - 8} after the 8-byte length",
+            path=where,
+        )
+    return n
 
 
 def decode_header(raw: bytes, where: str) -> dict:

@@ -2,8 +2,8 @@
 
 An entry is gzip of one header line and the report: the header names the entry's key, the
 schema version and the sha256 of the report bytes that follow (compact JSON).
-Anything that does not validate, in content or in shape, is a miss and is removed: a cache
-entry must never decide a lint's outcome, only save the probe's time.
+Anything that does not validate, in content or in shape (ProbeReport.from_json), is a miss
+and is removed: a cache entry must never decide a lint's outcome, only save the probe's time.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from .report_schema import SCHEMA_VERSION, problem
+from .report import SCHEMA_VERSION, ProbeReport
 
 _FORMAT = "mtplint-probe-cache"
 
@@ -42,14 +42,19 @@ def entry_path(key: str) -> Path:
     return cache_dir() / f"{key}.json.gz"
 
 
-def encode(key: str, report: dict[str, Any]) -> bytes:
+def encode(key: str, report: ProbeReport) -> bytes:
+    return envelope(key, report.to_json())
+
+
+def envelope(key: str, payload_json: Any) -> bytes:
+    """An entry for `key` around any JSON value (encode() puts a report in it)."""
     # Key order is kept, not sorted: checks iterate these dicts, and a hit must lint as the probe did.
-    payload = json.dumps(report, separators=(",", ":")).encode()
+    payload = json.dumps(payload_json, separators=(",", ":")).encode()
     header = {"format": _FORMAT, "key": key, "schema": SCHEMA_VERSION, "sha256": hashlib.sha256(payload).hexdigest()}
     return gzip.compress(json.dumps(header).encode() + b"\n" + payload, compresslevel=1)
 
 
-def decode(key: str, blob: bytes) -> dict[str, Any]:
+def decode(key: str, blob: bytes) -> ProbeReport:
     """The report in an entry written by encode() for `key`; _Invalid (a ValueError) otherwise."""
     raw = gzip.decompress(blob)
     head, sep, payload = raw.partition(b"\n")
@@ -64,14 +69,10 @@ def decode(key: str, blob: bytes) -> dict[str, Any]:
         raise _Invalid(f"schema {header.get('schema')!r:.20}")
     if header.get("sha256") != hashlib.sha256(payload).hexdigest():
         raise _Invalid("checksum mismatch")
-    report = json.loads(payload)
-    why = problem(report)
-    if why:
-        raise _Invalid(why)
-    return report
+    return ProbeReport.from_json(json.loads(payload))  # ValueError naming the bad field
 
 
-def load(key: str) -> dict[str, Any] | None:
+def load(key: str) -> ProbeReport | None:
     path = entry_path(key)
     try:
         with path.open("rb") as f:
@@ -95,7 +96,7 @@ def _discard(path: Path, inode: int) -> None:
         pass
 
 
-def store(key: str, report: dict[str, Any]) -> None:
+def store(key: str, report: ProbeReport) -> None:
     d = cache_dir()
     tmp = None
     try:

@@ -11,20 +11,28 @@ import sys
 import time
 from typing import Any
 
-REPORT_SCHEMA = "mtplint/probe/v1"
+from .report import (
+    ModelInfo,
+    ParamInfo,
+    PatchRecord,
+    ProbeReport,
+    Quant,
+    Request,
+    VllmIdentity,
+)
 
 
-def _params(model: Any) -> dict[str, dict[str, Any]]:
+def _params(model: Any) -> dict[str, ParamInfo]:
     if model is None:
         return {}
     out = {}
     for name, p in model.named_parameters(remove_duplicate=False):
-        out[name] = {"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."), "module_class": None}
+        out[name] = ParamInfo(shape=list(p.shape), dtype=str(p.dtype).removeprefix("torch."), module_class=None)
     for path, module in model.named_modules():
         for pname, _ in module.named_parameters(recurse=False):
             full = f"{path}.{pname}" if path else pname
             if full in out:
-                out[full]["module_class"] = type(module).__name__
+                out[full].module_class = type(module).__name__
     return out
 
 
@@ -32,7 +40,23 @@ def _model_class(model: Any) -> str | None:
     return None if model is None else f"{type(model).__module__}.{type(model).__qualname__}"
 
 
-def probe(request: dict[str, Any]) -> dict[str, Any]:
+def _request(request: dict[str, Any]) -> Request:
+    """What the report says was modelled: the request without its file paths."""
+    return Request(
+        sm=list(request["sm"]),
+        gpu_name=request["gpu_name"],
+        gpu_memory=request["gpu_memory"],
+        num_speculative_tokens=request["num_speculative_tokens"],
+        tensor_parallel_size=request["tensor_parallel_size"],
+        pipeline_parallel_size=request.get("pipeline_parallel_size", 1),
+        patches=list(request.get("patches", [])),
+        serve_args=dict(request.get("serve_args", {})),
+        elide=bool(request.get("elide", True)),
+        trust_remote_code=bool(request.get("trust_remote_code")),
+    )
+
+
+def probe(request: dict[str, Any]) -> ProbeReport:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     from . import runtime_shim
@@ -45,13 +69,13 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
     from .patches_bridge import apply_patches
 
     timings["import"] = time.perf_counter() - t0
-    report: dict[str, Any] = {
-        "schema": REPORT_SCHEMA,
-        "vllm": {"version": getattr(vllm, "__version__", None), "commit": _commit()},
-        "request": {k: v for k, v in request.items() if k != "tensors_file"},
-        "stubbed_modules": list(runtime_shim.NATIVE_MODULES + runtime_shim.LATE_STUBS),
-    }
-    report["patches"] = apply_patches(request.get("patches", []))
+    report = ProbeReport(
+        vllm=VllmIdentity(version=getattr(vllm, "__version__", None), commit=_commit()),
+        request=_request(request),
+        stubbed_modules=list(runtime_shim.NATIVE_MODULES + runtime_shim.LATE_STUBS),
+        timings=timings,
+    )
+    report.patches = [PatchRecord.from_apply(r["id"], r) for r in apply_patches(request.get("patches", []))]
 
     t = time.perf_counter()
     try:
@@ -59,43 +83,46 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
         # prefixes they are asked about, and the names they compare): see matchers.
         with matchers.record_consultations() as consultations:
             built = construct.build(request)
+    except MemoryError:
+        raise  # the machine ran out: a probe failure (exit 3), not a finding about the checkpoint
     except Exception as exc:  # config-level failure (SpeculativeConfig, ModelConfig)
         from .frames import error_record
 
-        report["config_error"] = error_record(exc)
-        report["timings"] = timings
+        report.config_error = error_record(exc)
         return report
     timings["construct"] = time.perf_counter() - t
     hf = built.spec_config.draft_model_config.hf_config
-    report["models"] = {
-        "target": {
-            "class": _model_class(built.target),
-            "architecture": built.vllm_config.model_config.architectures[0],
-        },
-        "draft": {
-            "class": _model_class(built.draft),
-            "architecture": built.spec_config.draft_model_config.architectures[0],
-            "n_predict": built.spec_config.num_speculative_tokens
+    report.models = {
+        "target": ModelInfo(
+            model_class=_model_class(built.target),
+            architecture=built.vllm_config.model_config.architectures[0],
+        ),
+        "draft": ModelInfo(
+            model_class=_model_class(built.draft),
+            architecture=built.spec_config.draft_model_config.architectures[0],
+            n_predict=built.spec_config.num_speculative_tokens
             and getattr(built.spec_config.draft_model_config.hf_config, "n_predict", None),
-        },
+        ),
     }
-    report["draft_hf_config"] = {
-        k: v for k, v in hf.to_dict().items() if isinstance(v, (int, float, str, bool, type(None), list))
+    # Without `_name_or_path`: the temporary config directory, different in every probe.
+    report.draft_hf_config = {
+        k: v
+        for k, v in hf.to_dict().items()
+        if isinstance(v, (int, float, str, bool, type(None), list)) and k != "_name_or_path"
     }
-    report["quant"] = {
-        "method": built.vllm_config.model_config.quantization,
-        "config_class": type(built.vllm_config.quant_config).__name__
+    report.quant = Quant(
+        method=built.vllm_config.model_config.quantization,
+        config_class=type(built.vllm_config.quant_config).__name__
         if built.vllm_config.quant_config is not None
         else None,
-        "draft_method": getattr(built.spec_config, "quantization", None),
-    }
-    report["construction_errors"] = built.errors
-    report["decisions"] = [d.to_dict() for d in built.decisions]
-    report["params"] = {"target": _params(built.target), "draft": _params(built.draft)}
+        draft_method=getattr(built.spec_config, "quantization", None),
+    )
+    report.construction_errors = built.errors
+    report.decisions = [d.to_report() for d in built.decisions]
+    report.params = {"target": _params(built.target), "draft": _params(built.draft)}
 
     with open(request["tensors_file"]) as f:
         tensors = [tuple(t) for t in json.load(f)]
-    report["load"] = {}
     from vllm.config import set_current_vllm_config
 
     for name, model in (("target", built.target), ("draft", built.draft)):
@@ -103,29 +130,14 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
             continue
         t = time.perf_counter()
         with set_current_vllm_config(built.vllm_config):
-            run = dryrun.run(
-                model, tensors, mtp_completeness=(name == "draft"), elide=not request.get("no_elision", False)
-            )
+            run = dryrun.run(model, tensors, mtp_completeness=(name == "draft"), elide=report.request.elide)
         timings[f"load_{name}"] = time.perf_counter() - t
-        report["load"][name] = {
-            "fed": run.fed,
-            "errors": run.errors,
-            "loaded_params": sorted(run.loaded_params),
-            "params_hit": sorted(run.params_loaded_by_loader),
-            "completeness_error": run.completeness_error,
-            "elided": {
-                "tensors": len(run.elided),
-                "groups": len(set(run.elided.values())),
-                "rule": "per-expert tensors identical in name pattern, dtype and shape over a "
-                "contiguous expert range: first and last expert fed, the rest attributed "
-                "like the first",
-            },
-        }
+        report.load[name] = run.to_report()
 
     if built.target is not None and built.draft is not None:
         t = time.perf_counter()
         with set_current_vllm_config(built.vllm_config):
-            report["wiring"] = wiring.replay(built.draft, built.target, built.vllm_config, built.spec_config)
+            report.wiring = wiring.replay(built.draft, built.target, built.vllm_config, built.spec_config)
         timings["wiring"] = time.perf_counter() - t
 
     qc = built.vllm_config.quant_config
@@ -145,17 +157,17 @@ def probe(request: dict[str, Any]) -> dict[str, Any]:
                 return next(iter(models))
             return "target" if cfg is built.vllm_config else "draft"
 
-        report["exclusions"] = matchers.match_entries(qc, original, layers, consultations, model_of)
-        report["exclusions"]["as_written"] = matchers.as_written(
-            report["exclusions"], getattr(built.vllm_config.model_config.hf_config, "quantization_config", None)
+        report.exclusions = matchers.match_entries(qc, original, layers, consultations, model_of)
+        first = report.exclusions[0]
+        first.as_written = matchers.as_written(
+            first, getattr(built.vllm_config.model_config.hf_config, "quantization_config", None)
         )
         timings["exclusions"] = time.perf_counter() - t
-    report["kernels"] = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])
+    report.kernels = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])
     timings["total"] = time.perf_counter() - t0
-    report["timings"] = timings
     import resource
 
-    report["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    report.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return report
 
 
@@ -169,13 +181,16 @@ def _commit() -> str | None:
 
 
 def main(argv: list[str]) -> int:
+    from .lifecycle import die_with_parent
+
+    die_with_parent()  # before vLLM is imported: an orphaned probe must not run on
     request_path, report_path = argv[1], argv[2]
     with open(request_path) as f:
         request = json.load(f)
     report = probe(request)
     tmp = report_path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(report, f)
+        json.dump(report.to_json(), f)
     import os
 
     os.replace(tmp, report_path)

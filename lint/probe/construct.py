@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .report import Decision, ErrorRecord
+
 
 @dataclass
 class QuantDecision:
@@ -23,8 +25,15 @@ class QuantDecision:
     module: str | None = None  # the module's path in named_modules(), filled after construction
     layer: Any = field(default=None, repr=False, compare=False)  # not serialized
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "layer"}
+    def to_report(self) -> Decision:
+        return Decision(
+            model=self.model,
+            prefix=self.prefix,
+            layer_class=self.layer_class,
+            method=self.method,
+            scheme=self.scheme,
+            module=self.module,
+        )
 
 
 @dataclass
@@ -34,7 +43,7 @@ class Built:
     target: Any = None
     draft: Any = None
     decisions: list[QuantDecision] = field(default_factory=list)
-    errors: dict[str, dict[str, Any]] = field(default_factory=dict)  # model -> error record
+    errors: dict[str, ErrorRecord] = field(default_factory=dict)  # model -> why it failed to build
     # Every (model, prefix) a module was constructed with, including layers built without
     # asking the quant config (routers, nn.Linear-like ReplicatedLinear(quant_config=None)).
     prefixes: list[tuple[str, str]] = field(default_factory=list)
@@ -132,10 +141,10 @@ def init_parallel(tensor_parallel_size: int, pipeline_parallel_size: int = 1) ->
         pp.world_size = pipeline_parallel_size
         pp.rank_in_group = pipeline_parallel_size - 1
         # Group ranks are global ranks; this process (global rank 0) must be the last.
-        pp.ranks = list(range(1, pipeline_parallel_size)) + [0]
+        pp.ranks = [*range(1, pipeline_parallel_size), 0]
 
 
-def _error_record(exc: BaseException) -> dict[str, Any]:
+def _error_record(exc: BaseException) -> ErrorRecord:
     from .frames import error_record
 
     return error_record(exc)
@@ -161,6 +170,8 @@ def build(request: dict[str, Any]) -> Built:
         with set_default_torch_dtype(vllm_config.model_config.dtype), meta_device_mode():
             try:
                 built.target = initialize_model(vllm_config=vllm_config)
+            except MemoryError:
+                raise  # the machine ran out: a probe failure, not a finding (MTP009)
             except Exception as exc:  # construction failures are findings (MTP009)
                 built.errors["target"] = _error_record(exc)
     phase[0] = "draft"
@@ -169,6 +180,8 @@ def build(request: dict[str, Any]) -> Built:
         with set_default_torch_dtype(draft_model_config.dtype), meta_device_mode():
             try:
                 built.draft = initialize_model(vllm_config=draft_vllm_config, model_config=draft_model_config)
+            except MemoryError:
+                raise
             except Exception as exc:
                 built.errors["draft"] = _error_record(exc)
     _attach_module_paths(built)

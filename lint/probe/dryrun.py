@@ -8,12 +8,19 @@ its loading fed, and loading resumes after an error so one run reports every pro
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .frames import error_record
+from .report import Elision, ErrorRecord, LoadError, LoadResult
+
+ELISION_RULE = (
+    "per-expert tensors identical in name pattern, dtype and shape over a contiguous expert range: "
+    "first and last expert fed, the rest attributed like the first"
+)
 
 TORCH_DTYPES = {
     "BOOL": "bool",
@@ -73,12 +80,22 @@ def plan_elision(model: Any, tensors: list[tuple[str, str, list[int]]]) -> tuple
 @dataclass
 class DryRun:
     fed: dict[str, list[str]] = field(default_factory=dict)  # checkpoint tensor -> params it fed
-    errors: list[dict[str, Any]] = field(default_factory=list)  # each with "tensor"
+    errors: list[LoadError] = field(default_factory=list)
     loaded_params: set[str] = field(default_factory=set)  # what load_weights returned
-    params_loaded_by_loader: set[str] = field(default_factory=set)
-    completeness_error: dict[str, Any] | None = None
+    params_loaded_by_loader: set[str] = field(default_factory=set)  # whose weight_loader took a tensor
+    completeness_error: ErrorRecord | None = None
     elided: dict[str, str] = field(default_factory=dict)  # elided tensor -> representative fed
     seconds: float = 0.0
+
+    def to_report(self) -> LoadResult:
+        return LoadResult(
+            fed=self.fed,
+            errors=self.errors,
+            loaded_params=sorted(self.loaded_params),
+            params_loaded_by_loader=sorted(self.params_loaded_by_loader),
+            completeness_error=self.completeness_error,
+            elided=Elision(tensors=len(self.elided), groups=len(set(self.elided.values())), rule=ELISION_RULE),
+        )
 
 
 def meta_tensor(dtype: str, shape: list[int]) -> Any:
@@ -96,7 +113,7 @@ class _Attribution:
         self.current: str | None = None
         self.failed_param: str | None = None
         self.fed: dict[str, list[str]] = {}
-        self.params_hit: set[str] = set()
+        self.params_loaded_by_loader: set[str] = set()
         self._restore: list[tuple[Any, Any, bool]] = []
         for name, param in model.named_parameters(remove_duplicate=False):
             original = getattr(param, "weight_loader", None)
@@ -115,7 +132,7 @@ class _Attribution:
             # FusedMoE loaders report "not mine" through return_success=False.
             if result is not False and self.current is not None:
                 self.fed.setdefault(self.current, []).append(name)
-                self.params_hit.add(name)
+                self.params_loaded_by_loader.add(name)
             return result
 
         try:
@@ -194,9 +211,7 @@ def run(
                             result.completeness_error = error_record(exc)
                             mtp_completeness = False
                         break
-                    record = error_record(exc)
-                    record["tensor"] = culprit
-                    record["param"] = attribution.failed_param
+                    record = error_record(exc, LoadError, tensor=culprit, param=attribution.failed_param)
                     attribution.failed_param = None
                     result.errors.append(record)
                     if culprit is None or culprit in failed:
@@ -216,13 +231,13 @@ def run(
     finally:
         attribution.restore()
     result.fed = attribution.fed
-    result.params_loaded_by_loader = attribution.params_hit
-    errors_by_tensor = {e["tensor"]: e for e in result.errors if e.get("tensor")}
+    result.params_loaded_by_loader = attribution.params_loaded_by_loader
+    errors_by_tensor = {e.tensor: e for e in result.errors if e.tensor}
     for name, rep in result.elided.items():
         if rep in result.fed:
             result.fed[name] = list(result.fed[rep])
         if rep in errors_by_tensor:
-            result.errors.append({**errors_by_tensor[rep], "tensor": name, "elided_like": rep})
+            result.errors.append(dataclasses.replace(errors_by_tensor[rep], tensor=name, elided_like=rep))
     del all_tensors
     result.seconds = time.perf_counter() - started
     return result

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from .report import ExclusionSection
+
 # The attribute each quant config keeps its exclusion list in.
 EXCLUSION_ATTRS = ("ignore", "exclude_modules", "ignored_layers", "modules_to_not_convert", "dynamic")
 
@@ -101,25 +103,24 @@ def match_entries(
     layers: list[tuple[str, str, Any]],
     consultations: list[dict[str, Any]] | None = None,
     model_of: Any = None,
-) -> dict[str, Any]:
-    """layers: (model, prefix, layer object). Returns {attr, entries: {entry: [model:prefix...]}}.
+) -> list[ExclusionSection]:
+    """layers: (model, prefix, layer object). One section per exclusion list, each entry
+    mapped to the `model:prefix` pairs it excludes; the usual list first.
 
     Lists a config reads through a method of its own (CONSULTING_METHODS) are evaluated
-    from `consultations` (record_consultations); they replace an empty primary list, or
-    ride along under "also"."""
-    result = _match_primary(quant_config, get_quant_method, layers)
+    from `consultations` (record_consultations); they replace an empty usual list, or
+    follow it."""
+    primary = _match_primary(quant_config, get_quant_method, layers)
     extra = match_consulted(consultations or [], model_of)
-    if extra and not result.get("entries"):
-        result, extra = extra[0], extra[1:]
-    if extra:
-        result["also"] = extra
-    return result
+    if extra and not primary.entries:
+        return extra
+    return [primary, *extra]
 
 
-def _match_primary(quant_config: Any, get_quant_method: Any, layers: list[tuple[str, str, Any]]) -> dict[str, Any]:
+def _match_primary(quant_config: Any, get_quant_method: Any, layers: list[tuple[str, str, Any]]) -> ExclusionSection:
     attr = exclusion_attr(quant_config)
     if attr is None:
-        return {"attr": None, "entries": {}}
+        return ExclusionSection(attr=None, matcher=None)
     full = getattr(quant_config, attr)
     entries = list(full.keys()) if isinstance(full, dict) else list(full)
     if attr == "dynamic":
@@ -139,7 +140,7 @@ def _match_primary(quant_config: Any, get_quant_method: Any, layers: list[tuple[
                     errors[str(entry)] = str(exc)[:300]
                     hits.append(f"{model}:{prefix}")
             result[str(entry)] = hits
-        return {"attr": attr, "matcher": "direct", "entries": result, "errors": errors}
+        return ExclusionSection(attr=attr, matcher="direct", entries=result, errors=errors)
     empty: Any = {} if isinstance(full, dict) else []
     baseline: dict[tuple[str, str], bool | None] = {}
     layers = [t for t in layers if t[2] is not None]  # re-asking needs the layer object
@@ -157,7 +158,7 @@ def _match_primary(quant_config: Any, get_quant_method: Any, layers: list[tuple[
                 if _excluded(quant_config, get_quant_method, layer, prefix):
                     hits.append(f"{model}:{prefix}")
         result[str(entry)] = hits
-    return {"attr": attr, "matcher": "outcome", "entries": result}
+    return ExclusionSection(attr=attr, matcher="outcome", entries=result)
 
 
 # Configs that read an exclusion list outside get_quant_method's usual attributes, through a
@@ -278,7 +279,7 @@ def record_consultations():
                 setattr(cls, meth, before)
 
 
-def match_consulted(records: list[dict[str, Any]], model_of: Any = None) -> list[dict[str, Any]]:
+def match_consulted(records: list[dict[str, Any]], model_of: Any = None) -> list[ExclusionSection]:
     """One exclusions section per consulting method that vLLM called during construction:
     each entry of the list the method reads is evaluated by calling the method itself, with
     the list narrowed to that entry, for every prefix vLLM asked it about, under the
@@ -328,27 +329,27 @@ def match_consulted(records: list[dict[str, Any]], model_of: Any = None) -> list
                     except Exception as exc:
                         errors[entry] = str(exc)[:300]
         sections.append(
-            {
-                "attr": first["key"],
-                "config_key": first["key"],
-                "matcher": "direct",
-                "via": f"{type(qc).__name__}.{first['method']}",
-                "entries": hits,
-                "consulted": consulted,
-                "errors": errors,
-            }
+            ExclusionSection(
+                attr=first["key"],
+                matcher="direct",
+                entries=hits,
+                errors=errors,
+                config_key=first["key"],
+                via=f"{type(qc).__name__}.{first['method']}",
+                consulted=consulted,
+            )
         )
     return sections
 
 
-def as_written(result: dict[str, Any], declared: Any) -> dict[str, str]:
+def as_written(section: ExclusionSection, declared: Any) -> dict[str, str]:
     """The config's own spelling of each entry, where vLLM rewrote the list into its runtime
     namespace first (compressed-tensors `apply_vllm_mapper` with the model's
     hf_to_vllm_mapper): {entry as matched: entry as written}."""
-    if not isinstance(declared, dict) or result.get("attr") is None:
+    if not isinstance(declared, dict) or section.attr is None:
         return {}
-    written = declared.get(result["attr"])
-    matched = list(result.get("entries", {}))
+    written = declared.get(section.attr)
+    matched = list(section.entries)
     if not isinstance(written, list) or len(written) != len(matched):
         return {}
     return {m: str(w) for m, w in zip(matched, written) if m != str(w)}

@@ -24,9 +24,12 @@ from typing import Any
 from ..errors import BadInput, ProbeFailure
 from ..inventory.model import Inventory
 from . import cache
-from .report_schema import SCHEMA_VERSION
+from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale, terminating_signals_raise
+from .memory_cap import format_size, tree_rss
+from .report import SCHEMA_VERSION, ProbeReport
 
 DEFAULT_TIMEOUT = 600.0
+_POLL_SECONDS = 0.25  # how often the parent checks the probe's deadline and memory
 
 
 @dataclass
@@ -43,6 +46,7 @@ class ProbeRequest:
     timeout: float = DEFAULT_TIMEOUT
     elide: bool = True  # feed only the edge experts of identical per-expert tensor runs
     trust_remote_code: bool = False  # execute the checkpoint's configuration code (opt-in)
+    memory_limit: int | None = None  # bytes the probe's processes may hold resident (not in the key)
 
     def key_fields(self) -> dict[str, Any]:
         return {
@@ -144,17 +148,17 @@ def run_probe(
     identity: dict[str, Any] | None = None,
     use_cache: bool = True,
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> ProbeReport:
     identity = identity or vllm_identity(request.python)
     key = cache_key(inventory, request, identity)
     if use_cache:
         hit = cache.load(key)
         if hit is not None:
-            hit["cached"] = True
+            hit.cached = True
             return hit
     with tempfile.TemporaryDirectory(prefix="mtplint-probe-") as tmp:
         report = _run_child(inventory, request, Path(tmp), progress)
-    report["cached"] = False
+    report.cached = False
     _raise_for_usage(report)
     _raise_for_environment(report)
     if use_cache:
@@ -164,7 +168,9 @@ def run_probe(
 
 def _run_child(
     inventory: Inventory, request: ProbeRequest, tmp: Path, progress: Callable[[str], None] | None
-) -> dict[str, Any]:
+) -> ProbeReport:
+    mark_owner(tmp)
+    sweep_stale(tmp.parent, keep=tmp)
     config_dir = tmp / "config"
     config_dir.mkdir()
     # vLLM reads only configuration from the model directory here; the weights come
@@ -191,7 +197,7 @@ def _run_child(
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "patches": request.patches,
         "serve_args": request.serve_args,
-        "no_elision": not request.elide,
+        "elide": request.elide,
         "trust_remote_code": request.trust_remote_code,
     }
     req_file, report_file = tmp / "request.json", tmp / "report.json"
@@ -206,34 +212,57 @@ def _run_child(
     env.setdefault("CUDA_VISIBLE_DEVICES", "")
     env["MTPLINT_PROBE_CHILD"] = "1"
     env["MTPLINT_PROBE_TENSORS"] = str(tensors_file)  # what patches read instead of shards
+    env[PARENT_ENV] = str(os.getpid())
+    # Whatever vLLM, torch or a patch writes to a temp file lands in ours and goes with it.
+    (tmp / "tmp").mkdir()
+    env["TMPDIR"] = str(tmp / "tmp")
     cmd = [request.python or sys.executable, "-m", "mtplint.probe.child", str(req_file), str(report_file)]
     if progress:
         progress("probing vLLM (import, construct target + MTP draft on meta, dry-run load)")
     stderr_file = tmp / "stderr.txt"
     started = time.perf_counter()
-    with open(stderr_file, "wb") as err:
+    # SIGTERM/SIGHUP (a CI cancel, a closed terminal) raise like Ctrl-C while the child runs,
+    # so its group is killed here and run_probe's TemporaryDirectory is removed.
+    with terminating_signals_raise(), open(stderr_file, "wb") as err:
         proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
         try:
-            rc = proc.wait(timeout=request.timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise ProbeFailure(
-                f"the vLLM probe did not finish within {request.timeout:.0f} s and was killed "
-                f"(raise --probe-timeout if the machine is slow)",
-                detail=_tail(stderr_file),
-            ) from None
+            rc = _supervise(proc, request, started, stderr_file)
+        finally:
+            end_group(proc)  # every way out: done, timeout, memory, exception, signal
     elapsed = time.perf_counter() - started
     if rc != 0:
         how = f"was killed by signal {-rc} ({signal.Signals(-rc).name})" if rc < 0 else f"exited with status {rc}"
         tail = _tail(stderr_file)
         raise ProbeFailure(f"the vLLM probe {how}{_crash_summary(tail, request.python)}", detail=tail)
     try:
-        report = json.loads(report_file.read_text())
+        report = ProbeReport.from_json(json.loads(report_file.read_text()))
     except (OSError, ValueError) as exc:
         raise ProbeFailure(f"the vLLM probe wrote no readable report ({exc})", detail=_tail(stderr_file)) from None
-    report["seconds"] = elapsed
+    report.seconds = elapsed
     return report
+
+
+def _supervise(proc: subprocess.Popen, request: ProbeRequest, started: float, stderr_file: Path) -> int:
+    """Wait for the child; raise when it overruns its time or its memory (the caller kills it)."""
+    while True:
+        try:
+            return proc.wait(timeout=_POLL_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        if time.perf_counter() - started > request.timeout:
+            raise ProbeFailure(
+                f"the vLLM probe did not finish within {request.timeout:.0f} s and was killed "
+                f"(raise --probe-timeout if the machine is slow)",
+                detail=_tail(stderr_file),
+            )
+        if request.memory_limit and (rss := tree_rss(proc.pid) or 0) > request.memory_limit:
+            raise ProbeFailure(
+                f"the vLLM probe held {format_size(rss)} of memory, over its limit of "
+                f"{format_size(request.memory_limit)}, and was killed; raise the limit with --probe-memory SIZE "
+                "(or MTPLINT_PROBE_MEMORY, or probe-memory in your project's mtplint.toml) if this checkpoint "
+                "needs more",
+                detail=_tail(stderr_file),
+            )
 
 
 # Config-stage errors that say "this vLLM cannot be probed here", not "this checkpoint is
@@ -247,8 +276,8 @@ _ENVIRONMENT_ERRORS = (
 )
 
 
-def _raise_for_usage(report: dict[str, Any]) -> None:
-    message = (report.get("config_error") or {}).get("message", "")
+def _raise_for_usage(report: ProbeReport) -> None:
+    message = report.config_error.message if report.config_error else ""
     if "trust_remote_code" in message:
         raise BadInput(
             "config.json names custom configuration code (auto_map), which the probe runs "
@@ -257,9 +286,8 @@ def _raise_for_usage(report: dict[str, Any]) -> None:
         )
 
 
-def _raise_for_environment(report: dict[str, Any]) -> None:
-    err = report.get("config_error") or {}
-    message = err.get("message", "")
+def _raise_for_environment(report: ProbeReport) -> None:
+    message = report.config_error.message if report.config_error else ""
     for needle, why in _ENVIRONMENT_ERRORS:
         if needle in message:
             raise ProbeFailure(f"the vLLM probe cannot build this architecture here: {why}", detail=message[-1500:])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import types
 from typing import Any
@@ -155,20 +156,36 @@ class _StubLoader(importlib.abc.Loader):
         return None
 
 
+class _BuildOutputLoader(_StubLoader):
+    """A Python package a wheel ships and a source tree lacks: vLLM logs its __file__."""
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        mod = super().create_module(spec)
+        mod.__file__ = f"<mtplint stub of {spec.name}>"
+        return mod
+
+
 class _NativeStubFinder(importlib.abc.MetaPathFinder):
-    def __init__(self, names: tuple[str, ...] = NATIVE_MODULES):
+    def __init__(self, names: tuple[str, ...] = NATIVE_MODULES, loader: type[_StubLoader] = _StubLoader):
         self.names = names
+        self.loader = loader
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
         for native in self.names:
             if fullname == native or fullname.startswith(native + "."):
-                return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
+                return importlib.machinery.ModuleSpec(fullname, self.loader(), is_package=True)
         return None
 
 
 def install_native_stubs() -> None:
     if not any(isinstance(f, _NativeStubFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _NativeStubFinder())
+        # Build outputs a vLLM source tree lacks (vllm_flash_attn, vendored kernel packages),
+        # named by its environment (lint/envs/source.py): last on the path, so they are stubs
+        # only where the tree has no such package.
+        missing = tuple(m for m in os.environ.get("MTPLINT_STUB_MISSING", "").split(",") if m)
+        if missing:
+            sys.meta_path.append(_NativeStubFinder(missing, _BuildOutputLoader))
 
 
 def install_late_stubs() -> None:

@@ -12,15 +12,16 @@ from typing import Any
 
 from .construct import _FakeProposer, find_proposer_class
 from .frames import error_record
+from .report import Wiring, WiringError
 
 
-def replay(draft: Any, target: Any, vllm_config: Any, spec_config: Any) -> dict[str, Any]:
+def replay(draft: Any, target: Any, vllm_config: Any, spec_config: Any) -> Wiring:
     proposer_cls = find_proposer_class()
-    report: dict[str, Any] = {"proposer": None, "steps": [], "shared": {}, "errors": []}
     if proposer_cls is None:
-        report["errors"].append({"type": "NotFound", "message": "no speculative proposer class found"})
-        return report
-    report["proposer"] = f"{proposer_cls.__module__}.{proposer_cls.__qualname__}"
+        return Wiring(
+            proposer=None, errors=[WiringError(type="NotFound", message="no speculative proposer class found")]
+        )
+    report = Wiring(proposer=f"{proposer_cls.__module__}.{proposer_cls.__qualname__}")
     fake = _FakeProposer(
         model=draft,
         vllm_config=vllm_config,
@@ -40,17 +41,15 @@ def replay(draft: Any, target: Any, vllm_config: Any, spec_config: Any) -> dict[
             continue
         try:
             fn(fake, target_lm)
-            report["steps"].append(step)
+            report.steps.append(step)
         except Exception as exc:
             # Steps past what a meta model can answer (e.g. multimodal bookkeeping)
             # are reported, not fatal: sharing already done stays done.
-            rec = error_record(exc)
-            rec["step"] = step
-            report["errors"].append(rec)
+            report.errors.append(error_record(exc, WiringError, step=step))
     target_ids = {id(p): name for name, p in target.named_parameters(remove_duplicate=False)}
-    report["draft_params_after"] = []
+    report.draft_params_after = []
     for name, p in fake.model.named_parameters(remove_duplicate=False):
-        report["draft_params_after"].append(name)
+        report.draft_params_after.append(name)
         if id(p) in target_ids:
-            report["shared"][name] = target_ids[id(p)]
+            report.shared[name] = target_ids[id(p)]
     return report

@@ -16,6 +16,7 @@ from mtplint.findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
 
 if TYPE_CHECKING:
     from mtplint.engine.rule import Rule
+    from mtplint.reporters.modules import ModuleRow
 
 FORMATS = ("text", "json", "junit", "sarif", "github")
 
@@ -28,17 +29,22 @@ def render(
     color: bool = False,
     fail_on: str = "error",
     uri_prefix: str = "",
+    full: bool = False,
+    statistics: bool = False,
+    modules: list[ModuleRow] | None = None,
 ) -> str:
     """Render `result` in `fmt`.
 
-    color: text only. fail_on: junit only (lowest severity that becomes a <failure>).
+    color, full (the evidence tree instead of one line per root cause), statistics (counts
+    per rule instead of the findings): text only. modules: the draft's module table, in the
+    full text report. fail_on: junit only (lowest severity that becomes a <failure>).
     uri_prefix: sarif and github; the checkpoint root's path relative to the scanned repository,
     so that annotations land on the repository's files.
     """
     if fmt == "text":
         from mtplint.reporters.text import render_text
 
-        return render_text(result, rules, color=color)
+        return render_text(result, rules, color=color, full=full, statistics=statistics, modules=modules)
     if fmt == "json":
         from mtplint.reporters.json_report import render_json
 
@@ -148,12 +154,35 @@ def plural(n: int, word: str) -> str:
 
 
 def summary_line(result: RunResult) -> str:
-    counts = severity_counts(result.findings)
+    """One line that agrees with itself: root causes (by severity), their consequences, and
+    the findings in all (root causes + consequences)."""
     if not result.findings:
-        return f"no findings in {plural(len(result.rules_evaluated), 'rule')}; {vllm_text(result)}"
-    parts = ", ".join(plural(counts[s], s) for s in SEVERITIES if counts[s])
+        rules = plural(len(result.rules_evaluated), "rule")
+        return f"no findings in {rules}{suppressed_text(result)}; {vllm_text(result)}"
+    roots, _ = consequence_tree(result.findings)
+    counts = Counter(f.severity for f in roots)
+    order = [s for s in SEVERITIES if counts[s]] + sorted(set(counts) - set(SEVERITIES))
+    by_severity = ", ".join(plural(counts[s], s) for s in order)
+    text = f"{plural(len(roots), 'root cause')} ({by_severity})"
+    consequences = len(result.findings) - len(roots)
+    if consequences:
+        text += f", {plural(consequences, 'consequence')}"
     fired = len({f.code for f in result.findings})
-    return f"{parts} in {plural(fired, 'rule')}; {vllm_text(result)}"
+    return (
+        f"{text}; {plural(len(result.findings), 'finding')} in {plural(fired, 'rule')}{suppressed_text(result)}; "
+        f"{vllm_text(result)}"
+    )
+
+
+def suppressed_text(result: RunResult) -> str:
+    """The "; N suppressed" part, when the project's [[suppress]] entries or a baseline accepted findings."""
+    accepted = result.suppressed
+    if not accepted:
+        return ""
+    baselined = sum(s.kind == "baseline" for s in accepted)
+    by_baseline = f" ({baselined} by the baseline)" if baselined and baselined < len(accepted) else ""
+    what = "baselined" if baselined == len(accepted) else "suppressed"
+    return f"; {len(accepted)} {what}{by_baseline}"
 
 
 def checkpoint_name(result: RunResult) -> str:

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 
 from mtplint.findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
 from mtplint.reporters import checkpoint_name, consequence_tree, fix_commands, location_text, summary_line
+from mtplint.reporters.lines import SourceLines
 from mtplint.textsafe import terminal_safe
 
 if TYPE_CHECKING:
     from mtplint.engine.rule import Rule
+    from mtplint.reporters.modules import ModuleRow
 
 _COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 # GitHub drops annotations past 10 errors and 10 warnings per step, silently.
@@ -38,14 +40,24 @@ def _property(text: str) -> str:
     return escape_property(terminal_safe(text))
 
 
-def annotation(f: Finding, *, uri_prefix: str = "", path: str = "PATH", cause: Finding | None = None) -> str:
-    file = posixpath.join(uri_prefix.strip("/"), f.location.file) if uri_prefix.strip("/") else f.location.file
+def annotation(
+    f: Finding,
+    *,
+    uri_prefix: str = "",
+    path: str = "PATH",
+    cause: Finding | None = None,
+    lines: SourceLines | None = None,
+) -> str:
+    """uri_prefix: the checkpoint relative to the repository root; lines: where the
+    checkpoint's JSON files are read to find the line of the entry a finding is about."""
+    file, line = (lines or SourceLines(None)).locate(f)
+    file = posixpath.join(uri_prefix.strip("/"), file) if uri_prefix.strip("/") else file
     title = f"{f.code} {f.name}"
     if cause is not None:
         title += f" (consequence of {cause.code})"
     body = [f.message.strip(), f"at {location_text(f)}"]
     body += [f"fix: {cmd}" for cmd in fix_commands(f, path)]
-    props = f"file={_property(file)},title={_property(title)}"
+    props = f"file={_property(file)}" + (f",line={line}" if line else "") + f",title={_property(title)}"
     # %0A between the pieces is the annotation's own line break; newlines inside a piece are escaped.
     return f"::{_COMMAND.get(f.severity, 'warning')} {props}::{'%0A'.join(_data(b) for b in body)}"
 
@@ -57,7 +69,11 @@ def render_github(result: RunResult, rules: dict[str, Rule] | None = None, *, ur
     roots, _ = consequence_tree(result.findings)
     root_ids = {f.id for f in roots}
     ordered = sorted(result.findings, key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), f.id not in root_ids))
-    lines = [annotation(f, uri_prefix=uri_prefix, path=path, cause=by_id.get(f.caused_by or "")) for f in ordered]
+    where = SourceLines((result.inputs or {}).get("path"))
+    lines = [
+        annotation(f, uri_prefix=uri_prefix, path=path, cause=by_id.get(f.caused_by or ""), lines=where)
+        for f in ordered
+    ]
     counts = {sev: sum(f.severity == sev for f in result.findings) for sev in SEVERITIES}
     if any(n > ANNOTATION_LIMIT for n in counts.values()):
         lines.append(
@@ -68,7 +84,9 @@ def render_github(result: RunResult, rules: dict[str, Rule] | None = None, *, ur
     return "\n".join(lines) + "\n"
 
 
-def step_summary(result: RunResult, rules: dict[str, Rule] | None = None) -> str:
+def step_summary(
+    result: RunResult, rules: dict[str, Rule] | None = None, modules: list[ModuleRow] | None = None
+) -> str:
     path = checkpoint_name(result)
     roots, children = consequence_tree(result.findings)
     out = [f"## mtplint: `{_code(path)}`", "", _cell(summary_line(result)), ""]
@@ -83,16 +101,24 @@ def step_summary(result: RunResult, rules: dict[str, Rule] | None = None) -> str
                 f"| {_cell(f.severity)} | {rule} | `{_code(location_text(f))}` | {_cell(f.message.strip())} | {fixes} |"
             )
         out.append("")
+    if modules:
+        from mtplint.reporters.modules import HEADERS
+
+        out += ["### Draft modules", "", "| " + " | ".join(HEADERS) + " |", "| --- | --- | --- | --- |"]
+        out += ["| " + " | ".join(_cell(c) for c in row.cells()) + " |" for row in modules]
+        out.append("")
     return "\n".join(out) + "\n"
 
 
-def write_step_summary(result: RunResult, rules: dict[str, Rule] | None = None) -> bool:
+def write_step_summary(
+    result: RunResult, rules: dict[str, Rule] | None = None, modules: list[ModuleRow] | None = None
+) -> bool:
     """Append the summary to $GITHUB_STEP_SUMMARY; False (and nothing written) when it is not set."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return False
     with open(target, "a", encoding="utf-8") as fh:
-        fh.write(step_summary(result, rules))
+        fh.write(step_summary(result, rules, modules))
     return True
 
 

@@ -33,6 +33,14 @@ def build_report(result: RunResult) -> dict[str, Any]:
     }
     if result.probe:
         report["probe"] = dict(result.probe)
+    # Findings the project accepted ([[suppress]] or --baseline) and the state of both; the
+    # summary above counts only `findings`, the ones that decide the exit code.
+    if result.suppressed:
+        report["suppressed"] = [s.to_dict() for s in result.suppressed]
+    if result.unused_suppressions:
+        report["unused_suppressions"] = [dict(u) for u in result.unused_suppressions]
+    if result.baseline is not None:
+        report["baseline"] = dict(result.baseline)
     # Round-trip so the dict handed to callers is exactly what the file will contain.
     return json.loads(json.dumps(report, default=jsonable))
 

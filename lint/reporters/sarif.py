@@ -6,20 +6,21 @@ import hashlib
 import json
 import posixpath
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from mtplint import __version__
-from mtplint.findings import Finding, RunResult
+from mtplint.engine.rule import rule_doc_uri
+from mtplint.findings import Finding, RunResult, Suppressed
 from mtplint.reporters import checkpoint_name, consequence_tree, fix_commands, jsonable
+from mtplint.reporters.lines import SourceLines
 from mtplint.textsafe import json_safe, terminal_safe
 
 if TYPE_CHECKING:
     from mtplint.engine.rule import Rule
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
-INFORMATION_URI = "https://mtplint.dev"
+INFORMATION_URI = "https://github.com/mtplint/mtplint"
 FINGERPRINT_KEY = "mtplint/v1"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 _PROBLEM_SEVERITY = {"error": "error", "warning": "warning", "info": "recommendation"}
@@ -42,11 +43,15 @@ def build_sarif(
     result: RunResult, rules: dict[str, Rule], *, uri_prefix: str = "", uri_base_id: str = "%SRCROOT%"
 ) -> dict:
     descriptors, index = _descriptors(result, rules)
-    lines = _LineFinder(result.inputs.get("path") if result.inputs else None)
+    lines = SourceLines(result.inputs.get("path") if result.inputs else None)
     by_id = {f.id: f for f in result.findings}
     _, children = consequence_tree(result.findings)
     locate = partial(_location, lines=lines, uri_prefix=uri_prefix, uri_base_id=uri_base_id)
     results = [_result(f, index[f.code], locate, by_id, children, checkpoint_name(result)) for f in result.findings]
+    # Accepted findings stay visible to code scanning, marked suppressed with the project's reason.
+    for s in result.suppressed:
+        res = _result(s.finding, index[s.finding.code], locate, by_id, children, checkpoint_name(result))
+        results.append({**res, "suppressions": [suppression_object(s)]})
     run: dict[str, Any] = {
         "tool": {
             "driver": {
@@ -58,7 +63,9 @@ def build_sarif(
             }
         },
         "results": results,
+        "automationDetails": {"id": automation_id(result)},
         "columnKind": "unicodeCodePoints",
+        **({"invocations": [unused_suppressions_invocation(result)]} if result.unused_suppressions else {}),
         "properties": _plain({"vllm": result.vllm or {}, "inputs": result.inputs or {}}),
     }
     return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
@@ -68,7 +75,7 @@ def _descriptors(result: RunResult, rules: dict[str, Rule]) -> tuple[list[dict],
     # Every evaluated rule gets a descriptor (GitHub shows help for all), plus any rule that fired
     # without being listed, so every ruleIndex resolves.
     entries = {r["code"]: r for r in result.rules_evaluated}
-    for f in result.findings:
+    for f in [*result.findings, *(s.finding for s in result.suppressed)]:
         entries.setdefault(f.code, {"code": f.code, "name": f.name, "severity": f.severity, "summary": ""})
     descriptors = [_descriptor(entry, rules.get(code)) for code, entry in entries.items()]
     return descriptors, {code: i for i, code in enumerate(entries)}
@@ -92,7 +99,7 @@ def _descriptor(entry: dict, rule: Rule | None) -> dict:
         help_uri = rule.help_uri
     else:
         full, text = summary, f"{summary}\n\nRun `mtplint rule {code}` for the full explanation."
-        markdown, help_uri = text, f"https://mtplint.dev/rules/{code}"
+        markdown, help_uri = text, rule_doc_uri(code)
     tags = ["mtp", "vllm", "speculative-decoding"]
     if rule:
         tags += [f"arch:{a}" for a in rule.applies_to.architectures]
@@ -131,7 +138,7 @@ def _result(f: Finding, rule_index: int, locate, by_id: dict, children: dict, pa
             }
         ),
     }
-    related = []
+    related: list[dict] = []
     if f.caused_by:
         res["properties"]["causedBy"] = f.caused_by
         cause = by_id.get(f.caused_by)
@@ -155,13 +162,32 @@ def fingerprint(f: Finding) -> str:
     return hashlib.sha256(f"{f.code}:{ident}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _location(f: Finding, lines: _LineFinder, uri_prefix: str, uri_base_id: str) -> dict:
+def automation_id(result: RunResult) -> str:
+    """`mtplint/gpu=h100/tp=1/n=1/vllm=0.33.0/`: one code-scanning category per matrix cell.
+    The trailing slash makes the whole id the category (SARIF 3.17.4), so runs on other GPUs,
+    TP sizes or vLLM releases keep their own alerts instead of closing each other's."""
+    inputs, vllm = result.inputs or {}, result.vllm or {}
+    parts = [
+        ("gpu", inputs.get("gpu")),
+        ("tp", inputs.get("tensor_parallel_size")),
+        ("pp", inputs.get("pipeline_parallel_size") if (inputs.get("pipeline_parallel_size") or 1) > 1 else None),
+        ("n", inputs.get("num_speculative_tokens")),
+        ("vllm", vllm.get("version")),
+    ]
+    # A value is one path segment: a slash or space in it would move the category boundary.
+    shown = [f"{k}={str(v).replace('/', '_').replace(' ', '_')}" for k, v in parts if v is not None]
+    return "/".join(["mtplint", *shown]) + "/"
+
+
+def _location(f: Finding, lines: SourceLines, uri_prefix: str, uri_base_id: str) -> dict:
     loc = f.location
-    uri = posixpath.join(uri_prefix.strip("/"), loc.file) if uri_prefix.strip("/") else loc.file
+    file, line = lines.locate(f)
+    uri = posixpath.join(uri_prefix.strip("/"), file) if uri_prefix.strip("/") else file
     out: dict[str, Any] = {
         "physicalLocation": {
             "artifactLocation": {"uri": quote(uri, safe="/", errors="surrogatepass"), "uriBaseId": uri_base_id},
-            "region": {"startLine": lines.line(loc.file, loc.tensor, loc.config_key)},
+            # A shard is binary: its findings anchor on line 1 (GitHub needs a line).
+            "region": {"startLine": line or 1},
         }
     }
     logical = []
@@ -180,46 +206,28 @@ def _related(i: int, location: dict, text: str) -> dict:
     return {"id": i, **location, "message": {"text": terminal_safe(text)}}
 
 
-class _LineFinder:
-    """Best-effort line of a config key or tensor name in a local JSON file; 1 when not found.
+def suppression_object(s: Suppressed) -> dict:
+    # "external": the suppression lives outside the scanned file (the project's settings or the baseline).
+    return {
+        "kind": "external",
+        "status": "accepted",
+        "justification": terminal_safe(s.reason),
+        "properties": {"source": s.source, "via": s.kind},
+    }
 
-    GitHub anchors an alert on a line, and the line of the offending key is what a reviewer wants
-    to see. Binary shards, remote checkpoints and unreadable files all fall back to line 1.
-    """
 
-    def __init__(self, root: str | None):
-        self.root = Path(root) if root and "://" not in str(root) else None
-        self._cache: dict[str, list[str]] = {}
-
-    def line(self, file: str, tensor: str | None, config_key: str | None) -> int:
-        if self.root is None or not file.endswith(".json"):
-            return 1
-        text = self._lines(file)
-        if config_key:
-            return self._key_path(text, config_key.split("."))
-        if tensor:
-            needle = f'"{tensor}'  # a tensor name or a module prefix of one
-            return next((i for i, ln in enumerate(text, 1) if needle in ln), 1)
-        return 1
-
-    def _lines(self, file: str) -> list[str]:
-        if file not in self._cache:
-            try:
-                self._cache[file] = (self.root / file).read_text(encoding="utf-8").splitlines()
-            except (OSError, UnicodeDecodeError):
-                self._cache[file] = []
-        return self._cache[file]
-
-    @staticmethod
-    def _key_path(text: list[str], parts: list[str]) -> int:
-        # Each segment is searched after the previous one: good enough for pretty-printed config.json.
-        start, found = 0, 1
-        for part in parts:
-            hit = next((i for i in range(start, len(text)) if f'"{part}"' in text[i]), None)
-            if hit is None:
-                return found
-            start, found = hit, hit + 1
-        return found
+def unused_suppressions_invocation(result: RunResult) -> dict:
+    """[[suppress]] entries that matched nothing are about the configuration, not the
+    checkpoint: tool configuration notifications, not results."""
+    notes = [
+        {
+            "level": "warning",
+            "descriptor": {"id": "unused-suppression"},
+            "message": {"text": terminal_safe(u["message"])},
+        }
+        for u in result.unused_suppressions
+    ]
+    return {"executionSuccessful": True, "toolConfigurationNotifications": notes}
 
 
 def _clip(text: str) -> str:

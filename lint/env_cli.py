@@ -1,0 +1,107 @@
+"""`mtplint env list|add X|remove X|prune`: the probe environments in the user cache
+(lint/envs/). Wired into the CLI by cli.py."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from .errors import BadInput
+from .session import guarded
+
+
+@click.group("env")
+def env_cmd() -> None:
+    """Probe environments: one vLLM release or commit each, provisioned on first use."""
+
+
+@env_cmd.command("list")
+def list_cmd() -> None:
+    """Every environment with its size, and the pinned default."""
+    from .envs import source, store
+
+    click.echo(f"{'default':<14} vLLM {source.pinned_version() or '(none)'} in {sys.executable} (pinned)")
+    for env in store.all_envs():
+        r = env.record
+        state = "" if env.complete else "  [incomplete: `mtplint env prune` removes it]"
+        what = f"vLLM {r.get('version', '?')}" + (f" from {r['source']}" if r.get("kind") == "source" else "")
+        used = time.strftime("%Y-%m-%d", time.localtime(env.last_used()))
+        click.echo(f"{env.name:<14} {what:<34} {store.human(store.size(env.path)):>9}  last used {used}{state}")
+    click.echo(f"store: {store.root()}")
+
+
+@env_cmd.command("add")
+@click.argument("x")
+@click.option("--vllm-source", type=click.Path(path_type=Path), help="vLLM git checkout X is a commit of.")
+@click.option("--with", "extra", multiple=True, help="Extra package to install into the environment (repeatable).")
+@click.option("--print-python", is_flag=True, help="Print only the environment's interpreter on stdout.")
+def add_cmd(x: str, vllm_source: Path | None, extra: tuple[str, ...], print_python: bool) -> None:
+    """Provision the environment of release or commit X now (a lint would on first use)."""
+
+    def run() -> int:
+        from .envs import provision, releases, resolve, source
+
+        say = resolve.announce(False)
+        if vllm_source:
+            env = source.source(vllm_source, x, say=say)
+        else:
+            rel = releases.resolve(x)
+            if rel is None:
+                resolve.release_env(x)  # raises: what was tried, and the other ways to name a vLLM
+                return 2
+            if rel.version == source.pinned_version() and not extra:
+                click.echo(sys.executable if print_python else f"vLLM {rel.version} is the pinned default")
+                return 0
+            env = provision.release(rel.version, rel.commit, say=say, extra=list(extra))
+        click.echo(env.python if print_python else f"{env.name}: {env.python}")
+        return 0
+
+    sys.exit(guarded(run, False))
+
+
+@env_cmd.command("remove")
+@click.argument("x")
+def remove_cmd(x: str) -> None:
+    """Remove the environment of X (a release version, a release's commit, or a source commit prefix)."""
+
+    def run() -> int:
+        from .envs import releases, store
+
+        rel = releases.resolve(x)
+        names = [rel.version] if rel else []
+        names += [e.name for e in store.all_envs() if len(x) >= 7 and e.name.startswith(x.lower().removeprefix("g"))]
+        found = [store.root() / n for n in dict.fromkeys(names) if (store.root() / n).is_dir()]
+        if not found:
+            raise BadInput(f"no environment for {x} in {store.root()} (see `mtplint env list`)")
+        for path in found:
+            freed = store.size(path)
+            store.remove(path)
+            click.echo(f"removed {path.name} ({store.human(freed)})")
+        return 0
+
+    sys.exit(guarded(run, False))
+
+
+@env_cmd.command("prune")
+@click.option("--unused-days", type=click.FloatRange(min=0), help="Also remove environments unused for this many days.")
+def prune_cmd(unused_days: float | None) -> None:
+    """Remove interrupted or broken environments (and, with --unused-days, stale ones)."""
+    from .envs import store
+
+    now, freed = time.time(), 0
+    for env in store.all_envs():
+        stale = unused_days is not None and now - env.last_used() > unused_days * 86400
+        if env.complete and not stale:
+            continue
+        freed += store.size(env.path)
+        store.remove(env.path)
+        click.echo(f"removed {env.name} ({'unused' if env.complete else 'incomplete'})")
+    if store.root().is_dir():
+        for junk in store.root().glob(".trash-*"):
+            import shutil
+
+            shutil.rmtree(junk, ignore_errors=True)
+    click.echo(f"freed {store.human(freed)}")

@@ -1,0 +1,167 @@
+"""Create a probe environment: a --target directory holding one vLLM with --no-deps, the
+pure-Python modules that vLLM imports and mtplint's interpreter lacks (0.20-0.23: gguf), and
+a `python` wrapper running mtplint's own interpreter with that directory first on the path.
+
+The interpreter supplies what every environment shares: torch (the CPU build, installed by
+scripts/setup.sh) and vLLM's common pure-Python dependencies (requirements/vllm-probe.txt);
+the probe stubs vLLM's native and GPU-only parts. Packages come from uv when it is installed
+(about 4x faster than pip from a cold cache, and near-instant from a warm one: it hard-links
+from its cache), else from pip; MTPLINT_INSTALLER=pip|uv chooses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput, ProbeFailure
+from . import store
+
+Say = Callable[[str], None]
+
+# Import what the probe imports, under its shim, and name the first module that is missing.
+# vLLM logs to stdout while it imports: only the marked line is the answer.
+_MISSING_MODULE_CHECK = """
+from mtplint.probe import runtime_shim
+try:
+    runtime_shim.install((9, 0), "NVIDIA H100 80GB HBM3", 80 * 2**30)
+    import vllm.config, vllm.model_executor.models  # noqa: F401
+except ModuleNotFoundError as exc:
+    print("MISSING-MODULE:", (exc.name or "").split(".")[0])
+"""
+
+
+def base_python() -> str:
+    """mtplint's interpreter, by the name it was started with (a venv's python is a symlink
+    that must keep its name to find the venv)."""
+    return os.path.abspath(sys.executable)
+
+
+def uv_binary() -> str | None:
+    beside = Path(sys.executable).parent / "uv"
+    return str(beside) if beside.is_file() else shutil.which("uv")
+
+
+def installer() -> str:
+    chosen = os.environ.get("MTPLINT_INSTALLER", "").strip().lower()
+    if chosen in ("pip", "uv"):
+        return chosen
+    return "uv" if uv_binary() else "pip"
+
+
+def install_command(tool: str, site: Path, packages: list[str]) -> list[str]:
+    if tool == "uv":
+        uv = uv_binary()
+        if uv is None:
+            raise BadInput("MTPLINT_INSTALLER=uv but no uv is installed (pip install uv)")
+        return [uv, "pip", "install", "-q", "--python", base_python(), "--no-deps", "--target", str(site), *packages]
+    pip = [base_python(), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
+    return [*pip, "--target", str(site), *packages]
+
+
+def install(tool: str, site: Path, packages: list[str], what: str) -> None:
+    proc = subprocess.run(install_command(tool, site, packages), capture_output=True, text=True)
+    if proc.returncode == 0:
+        return
+    said = "\n".join(
+        line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("WARNING: Location")
+    )
+    if "No matching distribution" in said or "no version" in said.lower() or "not found in the package" in said:
+        raise BadInput(f"{what}: not on the package index ({said.splitlines()[-1] if said else tool})")
+    raise ProbeFailure(f"{what}: {tool} install failed", detail=said[-3000:])
+
+
+def write_wrapper(env_dir: Path, label: str, stubs: list[str] | None = None) -> Path:
+    lines = [
+        "#!/bin/sh",
+        f"# {label}: ./site first on the path, on mtplint's interpreter and its dependencies.",
+        'HERE=$(cd "$(dirname "$0")" && pwd)',
+    ]
+    if stubs:
+        # Build outputs a source tree lacks: the probe's shim stubs them like native extensions.
+        lines.append(f"MTPLINT_STUB_MISSING={','.join(stubs)}; export MTPLINT_STUB_MISSING")
+    lines.append(f'PYTHONPATH="$HERE/site${{PYTHONPATH:+:$PYTHONPATH}}" exec "{base_python()}" "$@"')
+    python = env_dir / "python"
+    python.write_text("\n".join(lines) + "\n")
+    python.chmod(0o755)
+    return python
+
+
+def add_missing_modules(env_dir: Path, tool: str, say: Say | None, what: str) -> list[str]:
+    """Install, one by one, the modules this vLLM imports that the interpreter lacks."""
+    added: list[str] = []
+    env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR", "CUDA_VISIBLE_DEVICES": ""}
+    for _ in range(6):
+        proc = subprocess.run(
+            [str(env_dir / "python"), "-c", _MISSING_MODULE_CHECK], capture_output=True, text=True, env=env
+        )
+        missing = [ln.split(": ", 1)[1].strip() for ln in proc.stdout.splitlines() if ln.startswith("MISSING-MODULE:")]
+        if not missing or not missing[0] or missing[0] in added:
+            break
+        if say:
+            say(f"{what} imports {missing[0]}, which the shared interpreter lacks: adding it")
+        install(tool, env_dir / "site", [missing[0]], f"{what}: module {missing[0]}")
+        added.append(missing[0])
+    return added
+
+
+def finish(tmp: Path, name: str, record: dict[str, Any]) -> store.Env:
+    (tmp / store.RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    final = store.root() / name
+    if final.exists():
+        store.remove(final)
+    tmp.rename(final)
+    return store.read(final)
+
+
+def staging(name: str) -> Path:
+    tmp = store.root() / f".new-{name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    (tmp / "site").mkdir(parents=True)
+    return tmp
+
+
+def release(version: str, commit: str | None, *, say: Say | None = None, extra: list[str] | None = None) -> store.Env:
+    """The environment of a vLLM release, provisioned on first use."""
+    with store.locked(version):
+        env = store.find(version)
+        if env is not None and not extra:
+            return env
+        tool = installer()
+        started = time.perf_counter()
+        if say:
+            say(f"provisioning vLLM {version} into {store.root() / version} (first use; {tool})")
+        tmp = staging(version)
+        try:
+            install(tool, tmp / "site", [f"vllm=={version}", *(extra or [])], f"vLLM {version}")
+            write_wrapper(tmp, f"vLLM {version}")
+            added = add_missing_modules(tmp, tool, say, f"vLLM {version}")
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        seconds = time.perf_counter() - started
+        env = finish(
+            tmp,
+            version,
+            {
+                "kind": "release",
+                "version": version,
+                "commit": commit,
+                "base_python": base_python(),
+                "installer": tool,
+                "extra_modules": [*(extra or []), *added],
+                "created": time.time(),
+                "seconds": round(seconds, 1),
+            },
+        )
+        if say:
+            say(f"vLLM {version} ready in {seconds:.1f} s ({store.human(store.size(env.path))})")
+        return env

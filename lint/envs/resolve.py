@@ -1,0 +1,61 @@
+"""`--vllm-commit X` / `--vllm-source PATH` / `--vllm-python PATH` -> the interpreter the probe
+runs, provisioning the environment on first use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import BadInput
+from . import provision, releases, source, store
+
+
+@dataclass
+class Target:
+    python: str | None  # None: mtplint's own interpreter (the pinned release)
+    wanted: str | None  # what the probed vLLM must report (check_vllm_commit)
+
+
+def announce(quiet: bool) -> provision.Say | None:
+    if quiet:
+        return None
+    return lambda msg: click.echo(f"mtplint: {msg}", err=True)
+
+
+def probe_target(s: dict[str, Any], python: str | None) -> Target:
+    """python: --vllm-python as given (made absolute); it wins, and --vllm-commit is then
+    only checked against it, as before."""
+    wanted = s.get("vllm_commit")
+    say = announce(bool(s.get("quiet")))
+    if python:
+        return Target(python, wanted)
+    if s.get("vllm_source"):
+        checkout = source.source(Path(s["vllm_source"]), wanted or "HEAD", say=say)
+        checkout.touch()
+        return Target(str(checkout.python), None)
+    if not wanted:
+        return Target(None, None)
+    env = release_env(str(wanted), say)
+    return Target(str(env.python) if env else None, wanted)
+
+
+def release_env(x: str, say: provision.Say | None = None) -> store.Env | None:
+    """The environment of release X (a version or a release's commit id); None for the
+    pinned release, which is mtplint's own interpreter."""
+    rel = releases.resolve(x)
+    if rel is None:
+        known = list(releases.table())
+        raise BadInput(
+            f"--vllm-commit {x}: not a vLLM release version, nor the commit of a release in mtplint's table "
+            f"({known[0]} to {known[-1]}, scripts/refresh_release_table.py refreshes it). For a commit of vLLM's "
+            "repository pass --vllm-source PATH to a git checkout that has it; for a vLLM you installed "
+            "yourself pass --vllm-python PATH to its interpreter"
+        )
+    if rel.version == source.pinned_version():
+        return None
+    env = provision.release(rel.version, rel.commit, say=say)
+    env.touch()
+    return env

@@ -1,0 +1,86 @@
+"""`mtplint matrix PATH --vllm-commit A,B [-n 1,2,3] [--gpu h100,b200] [--tp 1,8]`.
+
+Exit codes: 0 no cell has a finding at or above --fail-on, 1 some cell has, 2 bad input or
+usage, 3 internal or probe failure. Wired into the CLI by cli.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import EXIT_FINDINGS, EXIT_OK, BadInput
+from ..session import guarded, progress_reporter
+
+
+def _list(value: str | None, kind: type = str) -> list[Any] | None:
+    if not value:
+        return None
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    try:
+        return list(dict.fromkeys(kind(x) for x in items))
+    except ValueError:
+        raise BadInput(f"not a comma-separated list of {kind.__name__}s: {value!r}") from None
+
+
+@click.command("matrix")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--vllm-commit", "vllm_axis", help="vLLM releases or commits, comma-separated [the pinned one].")
+@click.option("-n", "--num-speculative-tokens", "n_axis", help="Draft tokens per step, comma-separated [1].")
+@click.option("--gpu", "gpu_axis", help="GPU models, comma-separated [h100].")
+@click.option("--tp", "--tensor-parallel-size", "tp_axis", help="Tensor-parallel sizes, comma-separated [1].")
+@click.option("--vllm-source", type=click.Path(path_type=Path), help="vLLM git checkout the commits belong to.")
+@click.option("--pp", "--pipeline-parallel-size", "pipeline_parallel_size", type=click.IntRange(1, 64))
+@click.option("--kv-cache-dtype", help="vLLM --kv-cache-dtype.")
+@click.option("--format", "formats", multiple=True, type=click.Choice(["text", "json", "junit"]), help="[text]")
+@click.option("--output", "outputs", multiple=True, type=click.Path(path_type=Path), help="File per --format.")
+@click.option("--select", help="Only these rule codes or prefixes (comma-separated).")
+@click.option("--ignore", "ignore_codes", help="Skip these rule codes or prefixes (comma-separated).")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), help="Lowest severity that fails [error].")
+@click.option("--probe-timeout", type=float, help="Seconds before one cell's probe is killed [600].")
+@click.option("--no-cache", is_flag=True, help="Probe every cell again.")
+@click.option("--trust-remote-code", is_flag=True, help="Let the probe run the checkpoint's configuration code.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+@click.option("--debug", is_flag=True, help="Show tracebacks and the probe's stderr tail.")
+def matrix_cmd(path: Path, **opts: Any) -> None:
+    """Lint PATH for every combination of vLLM and deployment inputs, in one report."""
+    sys.exit(guarded(lambda: _matrix(path, opts), bool(opts.get("debug"))))
+
+
+def _matrix(path: Path, opts: dict[str, Any]) -> int:
+    from ..findings import SEVERITY_RANK
+    from ..session import lint
+    from ..settings import load_and_announce
+    from .render import RENDERERS
+    from .run import run_matrix
+
+    axes_given = {
+        "vllm": _list(opts.pop("vllm_axis")),
+        "n": _list(opts.pop("n_axis"), int),
+        "gpu": _list(opts.pop("gpu_axis")),
+        "tp": _list(opts.pop("tp_axis"), int),
+    }
+    s = load_and_announce(path, opts)
+    defaults = {"vllm": s.get("vllm_commit"), "n": s["num_speculative_tokens"], "gpu": s.get("gpu")}
+    defaults["tp"] = s["tensor_parallel_size"]
+    axes = {k: v or [defaults[k]] for k, v in axes_given.items()}
+    if axes_given["gpu"]:
+        s["sm"] = None  # a GPU axis replaces a --sm from the project file
+    formats = list(s["formats"] or ["text"])
+    outputs = list(s["outputs"])
+    if outputs and len(outputs) != len(formats):
+        raise BadInput("give one --output per --format")
+    progress = progress_reporter(s["quiet"])
+    cells = run_matrix(path, s, axes, lambda p, cs: lint(p, cs, progress=progress), progress)
+    for i, fmt in enumerate(formats):
+        text = RENDERERS[fmt](cells, s["fail_on"])
+        out = outputs[i] if outputs else None
+        if out is None or str(out) == "-":
+            click.echo(text, nl=not text.endswith("\n"))
+        else:
+            out.write_text(text)
+    worst = max((SEVERITY_RANK[f.severity] for c in cells for f in c.findings), default=-1)
+    return EXIT_FINDINGS if worst >= SEVERITY_RANK[s["fail_on"]] else EXIT_OK

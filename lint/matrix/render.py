@@ -1,0 +1,85 @@
+"""A matrix as text (a table: rows vLLM, columns the other axes), JSON and JUnit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import __version__
+from ..reporters import jsonable
+from ..textsafe import json_safe, terminal_safe
+from .run import Cell, version_key, works_on
+
+SCHEMA_ID = "mtplint/matrix/v1"
+
+
+def _vllm_label(c: Cell) -> str:
+    v = c.vllm
+    return f"{v.get('version')}" + (f" ({v['commit']})" if v.get("commit") else "")
+
+
+def _column(c: Cell) -> str:
+    return " ".join(f"{k}={v}" for k, v in c.axes.items() if k != "vllm" and v is not None) or "default"
+
+
+def render_text(cells: list[Cell], fail_on: str) -> str:
+    cells = sorted(cells, key=lambda c: version_key(c.vllm.get("version")))  # stable: columns keep their order
+    # Labels carry names from the command line and the probed vLLM: escaped per cell.
+    rows = list(dict.fromkeys(terminal_safe(_vllm_label(c)) for c in cells))
+    cols = list(dict.fromkeys(terminal_safe(_column(c)) for c in cells))
+    grid = {
+        (terminal_safe(_vllm_label(c)), terminal_safe(_column(c))): " ".join(c.codes(fail_on)) or "clean" for c in cells
+    }
+    head = ["vLLM", *cols]
+    table = [[r, *(grid.get((r, col), "-") for col in cols)] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *table, strict=True)]
+    lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip() for line in [head, *table]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += ["", f"{works_on(cells, fail_on)} (cells list findings at or above {fail_on})"]
+    return "\n".join(lines) + "\n"
+
+
+def build_json(cells: list[Cell], fail_on: str) -> dict[str, Any]:
+    doc = {
+        "schema": SCHEMA_ID,
+        "mtplint": __version__,
+        "fail_on": fail_on,
+        "works_on": works_on(cells, fail_on),
+        "cells": [
+            {
+                "vllm": {"version": c.vllm.get("version"), "commit": c.vllm.get("commit")},
+                "inputs": c.inputs,
+                "findings": [f.to_dict() for f in c.findings],
+                "probe": {"cached": c.cached},
+            }
+            for c in cells
+        ],
+    }
+    return json.loads(json.dumps(doc, default=jsonable))
+
+
+def render_json(cells: list[Cell], fail_on: str) -> str:
+    return json_safe(json.dumps(build_json(cells, fail_on), indent=2, ensure_ascii=False)) + "\n"
+
+
+def render_junit(cells: list[Cell], fail_on: str) -> str:
+    from junit_xml import TestCase, TestSuite, to_xml_report_string
+
+    suites = []
+    for label in dict.fromkeys(_vllm_label(c) for c in cells):
+        cases = []
+        for c in (c for c in cells if _vllm_label(c) == label):
+            case = TestCase(name=terminal_safe(_column(c)), classname=terminal_safe(f"vllm {label}"))
+            codes = c.codes(fail_on)
+            if codes:
+                failing = [f for f in c.findings if f.code in codes]
+                case.add_failure_info(
+                    message=terminal_safe(" ".join(codes)),
+                    output=terminal_safe("\n".join(f"{f.code} {f.message}" for f in failing)),
+                )
+            cases.append(case)
+        suites.append(TestSuite(name=terminal_safe(f"vllm {label}"), test_cases=cases))
+    return to_xml_report_string(suites, encoding="utf-8")
+
+
+RENDERERS = {"text": render_text, "json": render_json, "junit": render_junit}

@@ -1,0 +1,158 @@
+"""The probe child's life is bounded by mtplint's: on every way out the parent kills the
+child's process group, a child whose parent died kills itself, and a temp directory left
+by a parent that could not clean up (SIGKILL) is removed by the next run.
+
+The child runs in its own session (start_new_session) so that a Ctrl-C in the terminal
+reaches only mtplint, which then ends the child's whole group and removes its files, and
+so that one killpg reaches whatever the child started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import Terminated
+
+TEMP_PREFIX = "mtplint-probe-"
+_OWNER_FILE = "owner"
+_TERMINATING = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s)
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def terminating_signals_raise() -> Iterator[None]:
+    """Inside: SIGTERM and SIGHUP raise Terminated, so finally blocks and context managers
+    run as on Ctrl-C (their default action ends the process with no cleanup at all)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _raise_terminated) for s in _TERMINATING}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Delay SIGINT/SIGTERM/SIGHUP for a short cleanup, so that a second Ctrl-C cannot cut
+    it off halfway; a signal that arrived meanwhile is delivered on the way out."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, *_TERMINATING}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def end_group(proc: object) -> None:
+    """Kill the child's process group and reap the child. Safe on every path: the child may
+    have exited already (its group may still hold processes it started)."""
+    pid = proc.pid  # type: ignore[attr-defined]
+    with signals_held():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.wait()  # type: ignore[attr-defined]
+
+
+# --- the temp directory's owner, for the next run's sweep -------------------------------
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), which tells a live owner
+    from a later process that reuses its pid; None where /proc does not say."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2 :].split()[19]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def mark_owner(tmp: Path) -> None:
+    (tmp / _OWNER_FILE).write_text(f"{os.getpid()} {_start_time(os.getpid()) or '-'}\n")
+
+
+def _owner_alive(tmp: Path) -> bool:
+    try:
+        pid_text, started = (tmp / _OWNER_FILE).read_text().split()
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return True  # no readable mark (a run that is just starting): not ours to judge
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return started == "-" or _start_time(pid) in (None, started)
+
+
+def sweep_stale(parent: Path, keep: Path | None = None) -> list[Path]:
+    """Remove probe temp directories whose mtplint is gone (it was SIGKILLed, so it could
+    not remove its own); returns what was removed."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for d in parent.glob(TEMP_PREFIX + "*"):
+            if d == keep or not d.is_dir() or d.is_symlink():
+                continue
+            with contextlib.suppress(OSError):
+                if d.stat().st_uid != os.getuid():
+                    continue
+            if not _owner_alive(d):
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d)
+    return removed
+
+
+# --- in the child --------------------------------------------------------------------
+
+
+PARENT_ENV = "MTPLINT_PROBE_PARENT"
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Called first thing in the probe child: when mtplint dies, even by SIGKILL, so does the
+    child (it runs in its own session, so no terminal signal reaches it). Linux: the kernel's
+    parent-death signal (sent when the thread that forked the child exits; mtplint forks from
+    its main thread). Everywhere: a thread that polls the parent pid, which also covers the
+    instant between fork and prctl."""
+    expected = int(os.environ.get(PARENT_ENV) or 0) or os.getppid()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != expected:
+        _kill_own_group()
+    threading.Thread(target=_watch_parent, args=(expected,), name="mtplint-parent-watch", daemon=True).start()
+
+
+def _watch_parent(expected: int) -> None:
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != expected:
+            _kill_own_group()
+
+
+def _kill_own_group() -> None:
+    if os.getpgrp() == os.getpid():  # the group is the probe's own, not a caller's
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+    os._exit(137)

@@ -1,0 +1,407 @@
+"""The probe report: what the probe child writes and the checks read, as dataclasses.
+
+The one contract between the child process (lint/probe/child.py, in whatever environment
+holds vLLM) and the parent (cache, rule checks, fixes). Standard library only: the child
+imports this inside vLLM environments that have no mtplint dependencies.
+
+`to_json()` gives the JSON form; `from_json()` validates one and raises a ValueError naming
+the first bad field (`report.load['draft'].errors[3].tensor: expected str or null, got int`).
+The large tensor -> parameters lists are shared between a report and its JSON form, not
+copied: treat both as read-only once converted.
+Every field is always written, so a JSON form missing one, or holding one this schema does
+not know, is not a report of this version.
+
+SCHEMA_VERSION is the one number to bump when the format or what the child records changes:
+it is part of the probe cache key, of every cache entry and of the report itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 2
+REPORT_SCHEMA = f"mtplint/probe/v{SCHEMA_VERSION}"
+
+MODELS = ("target", "draft")
+
+
+# --- records -----------------------------------------------------------------------------
+
+
+@dataclass
+class Frame:
+    """The innermost traceback frame inside the vllm package: where vLLM itself raised."""
+
+    file: str  # relative to site-packages: `vllm/model_executor/...`
+    line: int | None
+    function: str
+    code: str | None
+
+
+@dataclass
+class ErrorRecord:
+    """An exception raised inside vLLM."""
+
+    type: str  # the exception's class name
+    message: str
+    frame: Frame | None = None
+
+
+@dataclass
+class LoadError(ErrorRecord):
+    """An exception while load_weights() loaded one checkpoint tensor."""
+
+    tensor: str | None = None  # the tensor being loaded (None: raised after the last one)
+    param: str | None = None  # the parameter whose weight loader raised, when one did
+    # Not fed itself (dry-run elision): raised like this representative tensor did.
+    elided_like: str | None = None
+
+
+@dataclass
+class WiringError(ErrorRecord):
+    step: str | None = None  # the proposer's post-load step that raised
+
+
+@dataclass
+class Decision:
+    """One `quant_config.get_quant_method(layer, prefix)` answer during construction (or the
+    method a layer was built with where none was asked)."""
+
+    model: str  # "target" | "draft"
+    prefix: str  # the prefix vLLM passed
+    layer_class: str
+    method: str | None  # class name of the quant method (None: the config returned None)
+    scheme: str | None  # compressed-tensors scheme class, when one was chosen
+    module: str | None  # the module's path in named_modules() (differs from prefix in MTP blocks)
+
+    @property
+    def module_path(self) -> str:
+        """The module's path where known, else its construction prefix."""
+        return self.module or self.prefix
+
+
+@dataclass
+class ParamInfo:
+    shape: list[int]
+    dtype: str  # torch dtype without `torch.`
+    module_class: str | None  # class of the module that registers it
+
+
+@dataclass
+class Elision:
+    """Per-expert tensors not fed (identical in kind to a fed one)."""
+
+    tensors: int
+    groups: int
+    rule: str
+
+
+@dataclass
+class LoadResult:
+    """One model's dry-run load_weights()."""
+
+    fed: dict[str, list[str]] = field(default_factory=dict)  # checkpoint tensor -> parameters it fed
+    errors: list[LoadError] = field(default_factory=list)
+    loaded_params: list[str] = field(default_factory=list)  # what load_weights() returned
+    # Parameters whose weight_loader accepted a tensor.
+    params_loaded_by_loader: list[str] = field(default_factory=list)
+    completeness_error: ErrorRecord | None = None  # vLLM's MTP completeness check (draft)
+    elided: Elision = field(default_factory=lambda: Elision(0, 0, ""))
+
+
+@dataclass
+class Wiring:
+    """The speculative proposer's post-load sharing, replayed with vLLM's own code."""
+
+    proposer: str | None
+    steps: list[str] = field(default_factory=list)  # the steps that ran
+    shared: dict[str, str] = field(default_factory=dict)  # draft parameter -> the target's it now is
+    errors: list[WiringError] = field(default_factory=list)
+    # What the draft holds after wiring (None: no proposer to replay).
+    draft_params_after: list[str] | None = None
+
+
+@dataclass
+class ExclusionSection:
+    """One exclusion list of the quant config, each entry evaluated with vLLM's own matcher."""
+
+    attr: str | None  # the attribute the list is read from (None: the config has none)
+    matcher: str | None  # "direct" (the format's matcher) | "outcome" (get_quant_method re-asked)
+    entries: dict[str, list[str]] = field(default_factory=dict)  # entry as matched -> "model:prefix" it excludes
+    errors: dict[str, str] = field(default_factory=dict)  # entry or "model:prefix" -> what the matcher raised
+    # Lists a config reads through a method of its own: the quantization_config key, and the method.
+    config_key: str | None = None
+    via: str | None = None
+    # {"model:prefix" vLLM asked the list about: the name it compared the entries with}; None
+    # for a list read the usual way.
+    consulted: dict[str, str | None] | None = None
+    # {entry as matched: entry as written in the config}, where vLLM rewrote the list first.
+    as_written: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class KernelCheck:
+    predicate: str
+    next_n: int
+    result: bool | None = None
+    error: str | None = None  # the predicate raised
+
+
+@dataclass
+class Kernels:
+    next_n: int
+    uses_sparse_indexer: bool
+    status: str  # "not-applicable" | "native" | "fallback" | "unknown"
+    checks: list[KernelCheck] = field(default_factory=list)
+
+
+@dataclass
+class ModelInfo:
+    model_class: str | None  # module.qualname of the built model (None: construction failed)
+    architecture: str
+    n_predict: int | None = None  # the draft's n_predict
+
+
+@dataclass
+class Quant:
+    method: str | None
+    config_class: str | None
+    draft_method: str | None
+
+
+@dataclass
+class VllmIdentity:
+    version: str | None
+    commit: str | None
+
+
+@dataclass
+class Request:
+    """What the probe modelled (the child's request without its file paths)."""
+
+    sm: list[int]
+    gpu_name: str
+    gpu_memory: int
+    num_speculative_tokens: int = 1
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    patches: list[str] = field(default_factory=list)
+    serve_args: dict[str, str] = field(default_factory=dict)
+    elide: bool = True  # feed only the edge experts of identical per-expert tensor runs
+    trust_remote_code: bool = False
+
+
+@dataclass
+class PatchRecord:
+    """A runtime patch applied in the probe: what its apply() returned."""
+
+    id: str
+    status: str
+    replaced: list[str] = field(default_factory=list)  # "module:function" it replaced
+    details: dict[str, Any] = field(default_factory=dict)  # anything else apply() said
+
+    @classmethod
+    def from_apply(cls, patch_id: str, result: dict[str, Any]) -> PatchRecord:
+        rest = dict(result)
+        return cls(
+            id=patch_id, status=str(rest.pop("status", "")), replaced=list(rest.pop("replaced", [])), details=rest
+        )
+
+
+@dataclass
+class ProbeReport:
+    vllm: VllmIdentity
+    request: Request
+    stubbed_modules: list[str] = field(default_factory=list)
+    patches: list[PatchRecord] = field(default_factory=list)
+    # Set where vLLM's config classes refused the inputs: nothing below it was built.
+    config_error: ErrorRecord | None = None
+    models: dict[str, ModelInfo] = field(default_factory=dict)  # "target"/"draft" -> what was chosen
+    draft_hf_config: dict[str, Any] | None = None
+    quant: Quant | None = None
+    construction_errors: dict[str, ErrorRecord] = field(default_factory=dict)  # model -> why it failed to build
+    decisions: list[Decision] = field(default_factory=list)
+    params: dict[str, dict[str, ParamInfo]] = field(default_factory=dict)  # model -> parameter -> info
+    load: dict[str, LoadResult] = field(default_factory=dict)  # model (built ones only) -> its dry-run load
+    wiring: Wiring | None = None
+    exclusions: list[ExclusionSection] = field(default_factory=list)  # the usual list first
+    kernels: Kernels | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    peak_rss_mib: float | None = None
+    # Set by the parent: wall time of the child, and whether the report came from the cache.
+    seconds: float = 0.0
+    cached: bool = False
+    schema: str = REPORT_SCHEMA
+
+    def to_json(self) -> dict[str, Any]:
+        return typing.cast(dict[str, Any], _codec(ProbeReport)[1](self))
+
+    @classmethod
+    def from_json(cls, data: Any) -> ProbeReport:
+        """The report in `data` (a parsed JSON value); ValueError naming the first bad field."""
+        if isinstance(data, dict) and data.get("schema") != REPORT_SCHEMA:
+            raise ValueError(f"report.schema: {data.get('schema')!r:.40}, expected {REPORT_SCHEMA!r}")
+        return typing.cast(ProbeReport, _codec(ProbeReport)[0](data, "report"))
+
+
+# --- JSON codec: one (decode, encode) pair per annotated type, built once -----------------
+
+Decode = Callable[[Any, str], Any]
+Encode = Callable[[Any], Any]
+_CODECS: dict[Any, tuple[Decode, Encode]] = {}
+
+
+def _bad(path: str, expected: str, value: Any) -> ValueError:
+    got = "null" if value is None else type(value).__name__
+    return ValueError(f"{path}: expected {expected}, got {got}")
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _scalar(kind: type) -> tuple[Decode, Encode]:
+    name = {str: "str", int: "int", float: "number", bool: "bool"}[kind]
+
+    def decode(value: Any, path: str) -> Any:
+        if kind is float and type(value) in (int, float):
+            return float(value)
+        if type(value) is not kind:
+            raise _bad(path, name, value)
+        return value
+
+    return decode, _same
+
+
+def _optional(inner: tuple[Decode, Encode], name: str) -> tuple[Decode, Encode]:
+    dec, enc = inner
+
+    def decode(value: Any, path: str) -> Any:
+        if value is None:
+            return None
+        try:
+            return dec(value, path)
+        except ValueError as exc:
+            if str(exc).startswith(f"{path}: expected "):  # this value itself, not a field inside it
+                raise _bad(path, f"{name} or null", value) from None
+            raise
+
+    return decode, lambda value: None if value is None else enc(value)
+
+
+def _list(item: Any) -> tuple[Decode, Encode]:
+    dec, enc = _codec(item)
+    if item in (str, int):
+
+        def decode_scalars(value: Any, path: str) -> Any:
+            if type(value) is not list:
+                raise _bad(path, "list", value)
+            if all(type(x) is item for x in value):
+                return list(value)
+            for i, x in enumerate(value):
+                dec(x, f"{path}[{i}]")
+            raise AssertionError("unreachable")
+
+        return decode_scalars, list
+
+    def decode(value: Any, path: str) -> Any:
+        if type(value) is not list:
+            raise _bad(path, "list", value)
+        return [dec(x, f"{path}[{i}]") for i, x in enumerate(value)]
+
+    return decode, lambda value: [enc(x) for x in value]
+
+
+def _dict(item: Any) -> tuple[Decode, Encode]:
+    dec, enc = _codec(item)
+    if item == list[str]:
+        # The dry run's tensor -> parameters maps: 100k+ entries, checked without a call each,
+        # and their lists shared with the JSON form rather than copied (neither side changes them).
+        def decode_str_lists(value: Any, path: str) -> Any:
+            if type(value) is not dict:
+                raise _bad(path, "object", value)
+            for v in value.values():
+                if type(v) is not list:
+                    break
+                for x in v:
+                    if type(x) is not str:
+                        break
+                else:
+                    continue
+                break
+            else:
+                return dict(value)
+            return {k: dec(v, f"{path}[{k!r}]") for k, v in value.items()}
+
+        return decode_str_lists, dict
+
+    def decode(value: Any, path: str) -> Any:
+        if type(value) is not dict:
+            raise _bad(path, "object", value)
+        return {k: dec(v, f"{path}[{k!r}]") for k, v in value.items()}
+
+    return decode, lambda value: {k: enc(v) for k, v in value.items()}
+
+
+def _record(cls: type) -> tuple[Decode, Encode]:
+    hints = typing.get_type_hints(cls)
+    fields = [f.name for f in dataclasses.fields(cls)]
+    known = set(fields)
+    # Filled on first use: records refer to each other.
+    codecs: list[tuple[str, Decode, Encode]] = []
+
+    def resolve() -> list[tuple[str, Decode, Encode]]:
+        if not codecs:
+            codecs.extend((name, *_codec(hints[name])) for name in fields)
+        return codecs
+
+    def decode(value: Any, path: str) -> Any:
+        if type(value) is not dict:
+            raise _bad(path, f"{cls.__name__} object", value)
+        for key in value:
+            if key not in known:
+                raise ValueError(f"{path}: unknown field {key!r:.60}")
+        kwargs = {}
+        for name, dec, _enc in resolve():
+            if name not in value:
+                raise ValueError(f"{path}.{name}: missing")
+            kwargs[name] = dec(value[name], f"{path}.{name}")
+        return cls(**kwargs)
+
+    def encode(value: Any) -> Any:
+        return {name: enc(getattr(value, name)) for name, _dec, enc in resolve()}
+
+    return decode, encode
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp)
+
+
+def _codec(tp: Any) -> tuple[Decode, Encode]:
+    if tp in _CODECS:
+        return _CODECS[tp]
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    codec: tuple[Decode, Encode]
+    if tp is Any:
+        codec = (lambda value, path: value), _same
+    elif tp in (str, int, float, bool):
+        codec = _scalar(tp)
+    elif origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        inner = next(a for a in args if a is not type(None))
+        codec = _optional(_codec(inner), _type_name(inner))
+    elif origin is list:
+        codec = _list(args[0])
+    elif origin is dict and args[0] is str:
+        codec = _dict(args[1])
+    elif dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        codec = _record(tp)
+    else:
+        raise TypeError(f"no JSON codec for {tp!r}")
+    _CODECS[tp] = codec
+    return codec

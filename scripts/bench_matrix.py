@@ -1,0 +1,94 @@
+"""Figures for `mtplint matrix` and probe environments (issue 11). Prints numbers.
+
+    .venv/bin/python scripts/bench_matrix.py [--releases 0.29.0,0.31.0,0.33.0] [--n 1,2,3]
+        [--recipe dsv4-flash-w4a16-bf16mtp-fixed] [--provision 0.30.0] [--skip-matrix]
+
+- provisioning one release into an empty store with uv and with pip, twice each (the second
+  run has that installer's package cache warm; target <= 60 s);
+- a matrix of the releases x N against the sum of the single cold lints of the same cells
+  (target <= 1.3x of 3 single cold lints; without the fork-server worker every cell is a
+  cold probe, so the matrix costs what the singles cost).
+Every lint runs with an empty probe cache; the releases are provisioned before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fixtures.build import cached_build
+
+MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return time.perf_counter() - t, proc
+
+
+def provisioning(release: str) -> None:
+    for tool in ("uv", "pip"):
+        for attempt in ("first", "second"):
+            with tempfile.TemporaryDirectory() as store:
+                env = dict(os.environ, MTPLINT_ENVS_DIR=store, MTPLINT_INSTALLER=tool)
+                seconds, proc = timed([*MTPLINT, "env", "add", release], env)
+                ok = "" if proc.returncode == 0 else f"  FAILED: {proc.stderr.strip()[-200:]}"
+                print(f"provision vLLM {release} with {tool:<3} ({attempt} run): {seconds:6.1f} s{ok}")
+
+
+def matrix_vs_singles(path: Path, releases: list[str], ns: list[int]) -> None:
+    for r in releases:  # provisioned outside the timings
+        subprocess.run([*MTPLINT, "env", "add", r], capture_output=True, check=True)
+    singles = 0.0
+    for r in releases:
+        for n in ns:
+            with tempfile.TemporaryDirectory() as cache:
+                env = dict(os.environ, MTPLINT_CACHE_DIR=cache)
+                seconds, proc = timed([*MTPLINT, str(path), "-q", "--vllm-commit", r, "-n", str(n)], env)
+                print(f"single cold lint vLLM {r} n={n}: {seconds:6.1f} s (exit {proc.returncode})")
+                singles += seconds
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, MTPLINT_CACHE_DIR=cache)
+        cmd = [*MTPLINT, "matrix", str(path), "-q", "--vllm-commit", ",".join(releases)]
+        cmd += ["-n", ",".join(map(str, ns)), "--format", "json"]
+        seconds, proc = timed(cmd, env)
+        cells = len(json.loads(proc.stdout)["cells"]) if proc.stdout.strip() else 0
+        warm, _ = timed(cmd, env)
+    per_release = singles / len(ns)  # the target compares against one single cold lint per release
+    print(f"matrix {len(releases)} x {len(ns)} ({cells} cells), cold cache: {seconds:6.1f} s (exit {proc.returncode})")
+    print(f"sum of the {len(releases) * len(ns)} single cold lints:      {singles:6.1f} s")
+    print(
+        f"matrix / sum of singles: {seconds / singles:.2f}x; matrix / {len(releases)} single cold lints: "
+        f"{seconds / per_release:.2f}x (target <= 1.3x: needs the fork-server worker)"
+    )
+    print(f"the same matrix again (every cell cached): {warm:6.1f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--releases", default="0.29.0,0.31.0,0.33.0")
+    ap.add_argument("--n", default="1,2,3")
+    ap.add_argument("--recipe", default="dsv4-flash-w4a16-bf16mtp-fixed")
+    ap.add_argument("--provision", default="0.30.0", help="release whose provisioning is timed")
+    ap.add_argument("--skip-matrix", action="store_true")
+    ap.add_argument("--skip-provision", action="store_true")
+    args = ap.parse_args()
+    if not args.skip_provision:
+        provisioning(args.provision)
+    if not args.skip_matrix:
+        ns = [int(x) for x in args.n.split(",")]
+        matrix_vs_singles(cached_build(args.recipe), args.releases.split(","), ns)
+    print("second checkpoint on a warm worker: not measurable yet (no fork-server worker; see README)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""`mtplint matrix`: every combination of vLLM and deployment inputs in one report. The
+table, verdict line, JSON and JUnit are checked on cells built here; the probe-marked test
+lints the seed-000 checkpoint on two releases through the real probe."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+from mtplint.findings import Finding, Location
+from mtplint.matrix.render import build_json, render_junit, render_text
+from mtplint.matrix.run import Cell, combinations, works_on
+
+MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+
+
+def _finding(code: str, severity: str = "error") -> Finding:
+    return Finding(code=code, name="n", severity=severity, message=f"{code} message", location=Location(file="x"))
+
+
+def _cell(version: str, n: int, *codes: str, severity: str = "error") -> Cell:
+    return Cell(
+        vllm={"version": version, "commit": "gabc"},
+        inputs={"num_speculative_tokens": n},
+        axes={"vllm": version, "n": n, "gpu": None, "tp": 1},
+        findings=[_finding(c, severity) for c in codes],
+    )
+
+
+def test_combinations_cover_every_axis_value():
+    combos = combinations({"vllm": ["a", "b"], "n": [1, 2, 3], "tp": [1]})
+    assert len(combos) == 6 and {"vllm": "b", "n": 3, "tp": 1} in combos
+
+
+def test_text_table_rows_are_vllm_columns_the_other_axes():
+    cells = [
+        _cell("0.29.0", 1, "MTP010"),
+        _cell("0.29.0", 2, "MTP010", "MTP007"),
+        _cell("0.33.0", 1),
+        _cell("0.33.0", 2),
+    ]
+    text = render_text(cells, "error")
+    lines = text.splitlines()
+    assert lines[0].split() == ["vLLM", "n=1", "tp=1", "n=2", "tp=1"]
+    assert lines[2].split()[:2] == ["0.29.0", "(gabc)"] and "MTP007 MTP010" in lines[2]
+    assert lines[3].split()[2:] == ["clean", "clean"]
+    assert "works on vLLM >= 0.33.0" in text
+
+
+@pytest.mark.parametrize(
+    ("clean", "verdict"),
+    [
+        ({"0.28.0": False, "0.31.0": True, "0.33.0": True}, "works on vLLM >= 0.31.0"),
+        ({"0.28.0": True, "0.31.0": False, "0.33.0": True}, "works on vLLM 0.28.0, 0.33.0"),
+        ({"0.28.0": False, "0.31.0": False}, "works on none"),
+        ({"0.28.0": True, "0.31.0": True}, "works on every probed vLLM"),
+    ],
+)
+def test_works_on(clean, verdict):
+    cells = [_cell(v, 1, *([] if ok else ["MTP002"])) for v, ok in reversed(clean.items())]
+    assert works_on(cells, "error").startswith(verdict)
+
+
+def test_warnings_count_only_under_fail_on_warning():
+    cells = [_cell("0.33.0", 1, "MTP013", severity="warning")]
+    assert "clean" in render_text(cells, "error") and "MTP013" in render_text(cells, "warning")
+
+
+def test_json_cells_carry_the_single_lint_finding_objects():
+    doc = build_json([_cell("0.29.0", 1, "MTP010"), _cell("0.33.0", 1)], "error")
+    assert [c["vllm"]["version"] for c in doc["cells"]] == ["0.29.0", "0.33.0"]
+    f = doc["cells"][0]["findings"][0]
+    assert f == json.loads(json.dumps(_finding("MTP010").to_dict(), default=str))
+    assert doc["cells"][1]["findings"] == [] and doc["cells"][0]["inputs"] == {"num_speculative_tokens": 1}
+
+
+def test_junit_has_a_suite_per_vllm_and_a_case_per_cell():
+    xml = render_junit([_cell("0.29.0", 1, "MTP010"), _cell("0.29.0", 2), _cell("0.33.0", 1)], "error")
+    suites = ET.fromstring(xml).findall("testsuite")
+    assert [s.get("name") for s in suites] == ["vllm 0.29.0 (gabc)", "vllm 0.33.0 (gabc)"]
+    assert [len(s.findall("testcase")) for s in suites] == [2, 1]
+    assert suites[0].find("testcase").find("failure").get("message") == "MTP010"
+
+
+@pytest.mark.probe
+def test_matrix_gives_each_release_its_verdict(tmp_path):
+    """Seed 000 after its artifact fix, kv-cache fp8: MTP010 on 0.29.0, clean on 0.33.0, in
+    one report; a second run is served from the cache."""
+    from recorded_cases import release_env
+
+    from fixtures.build import cached_build
+
+    release_env("0.29.0")
+    ckpt = str(cached_build("dsv4-flash-w4a16-bf16mtp-fixed"))
+    out = tmp_path / "m.json"
+    args = [*MTPLINT, "matrix", ckpt, "--vllm-commit", "0.29.0,0.33.0", "--kv-cache-dtype", "fp8"]
+    args += ["--format", "json", "--format", "text", "--output", str(out), "--output", "-"]
+    env = dict(os.environ, MTPLINT_CACHE_DIR=str(tmp_path / "c"))
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=1200, env=env)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    cells = json.loads(out.read_text())["cells"]
+    verdicts = {
+        c["vllm"]["version"]: sorted({f["code"] for f in c["findings"] if f["severity"] == "error"}) for c in cells
+    }
+    assert verdicts == {"0.29.0": ["MTP010"], "0.33.0": []}
+    assert "works on vLLM >= 0.33.0" in proc.stdout
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert all(c["probe"]["cached"] for c in json.loads(out.read_text())["cells"]), again.stderr
