@@ -80,10 +80,10 @@ def main() -> None:
 @probe_options
 def check_cmd(path: Path, **opts: Any) -> None:
     """Lint the checkpoint directory PATH against the probed vLLM."""
-    sys.exit(_run_check(path, opts))
+    sys.exit(run_check(path, opts))
 
 
-def _run_check(path: Path, opts: dict[str, Any]) -> int:
+def run_check(path: Path, opts: dict[str, Any]) -> int:
     return guarded(lambda: _check(path, usable_settings(path, opts)), bool(opts.get("debug")))
 
 
@@ -144,7 +144,9 @@ def _report(path: Path, s: dict[str, Any], linted: Any, result: Any, rules: dict
     full = s.get("output_format") == "full" or bool(s.get("verbose"))
     summary = bool(os.environ.get("GITHUB_STEP_SUMMARY"))
     modules = draft_modules(linted.inventory, linted.report, result.findings) if full or summary else None
-    uri_prefix = repo_prefix(path, s.get("repo_root")) if {"sarif", "github"} & set(formats) else ""
+    # A hub repository's inputs path is hf://ORG/NAME@COMMIT: its files are named from there, not a repo root.
+    where = linted.inventory.origin or path
+    uri_prefix = repo_prefix(where, s.get("repo_root")) if {"sarif", "github"} & set(formats) else ""
     for i, fmt in enumerate(formats):
         out = outputs[i] if outputs else None
         to_stdout = out is None or str(out) == "-"

@@ -64,7 +64,7 @@ def precommit_cmd(files: tuple[Path, ...], **opts: Any) -> None:
     """Lint the checkpoint directories of the changed FILES (the pre-commit hook's entry).
 
     Options are `mtplint check`'s, given before the files."""
-    from .cli import _run_check
+    from .cli import run_check
 
     dirs = checkpoint_dirs(files)
     one_only = [o for o, key in (("--output", "outputs"), ("--write-baseline", "write_baseline")) if opts.get(key)]
@@ -79,7 +79,7 @@ def precommit_cmd(files: tuple[Path, ...], **opts: Any) -> None:
     for directory in dirs:
         if len(dirs) > 1 and not opts.get("quiet"):
             click.echo(f"mtplint: {directory}", err=True)
-        rc = _run_check(directory, dict(opts))
+        rc = run_check(directory, dict(opts))
         worst = max(worst, rc)
         if rc >= 128:  # interrupted or terminated: the user wants out, not the next checkpoint
             break

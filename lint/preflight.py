@@ -43,7 +43,6 @@ _POSITIVE = (
     "topk_group",
     "kv_lora_rank",
     "q_lora_rank",
-    "qk_rope_head_dim",
     "v_head_dim",
     "max_position_embeddings",
     "moe_layer_freq",
@@ -72,6 +71,7 @@ _NON_NEGATIVE = (
     "first_k_dense_replace",
     "num_hash_layers",
     "qk_nope_head_dim",
+    "qk_rope_head_dim",  # 0 in GLM-5.3-Flash (glm5_next: MLA without RoPE dims)
     "shared_expert_intermediate_size",
     "max_window_layers",
 )

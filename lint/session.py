@@ -169,7 +169,7 @@ def lint(
     memory_limit = resolve_limit(s.get("probe_memory"))
     inventory = load_inventory(path)
     check_config(inventory)  # before vLLM sees it: bad values and absurd sizes are exit 2
-    target = probe_target(s, _interpreter(s.get("vllm_python")))  # provisions --vllm-commit X on first use
+    target = probe_target(s, interpreter_path(s.get("vllm_python")))  # provisions --vllm-commit X on first use
     python = target.python
     identity = vllm_identity(python)
     check_vllm_commit(target.wanted, identity)
@@ -271,7 +271,7 @@ def _served_model(path: str) -> list[str]:
     return [shlex.quote(path)]
 
 
-def _interpreter(python: str | Path | None) -> str | None:
+def interpreter_path(python: str | Path | None) -> str | None:
     """--vllm-python as the probe child can run it from its own working directory: a path
     made absolute (not resolved: a venv's python is a symlink that must keep its name), a
     bare command looked up on PATH."""

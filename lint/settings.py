@@ -221,10 +221,11 @@ def settings_files(path: Path) -> list[SettingsFile]:
             continue
         data = _read_toml(candidate)
         if table:
-            data = data.get(table[0], {})
-            data = data.get(table[1]) if isinstance(data, dict) else None
-            if data is None:
+            outer = data.get(table[0], {})
+            inner = outer.get(table[1]) if isinstance(outer, dict) else None
+            if inner is None:
                 continue
+            data = inner
         label = f"./{candidate}" + (" [tool.mtplint]" if table else "")
         if not _inside(candidate, path):
             found.append(SettingsFile(label, "project", _validated(data, label, "project")))

@@ -119,9 +119,9 @@ def check_kv_cache_dtype(s: dict[str, Any]) -> None:
 def _probed_python(s: dict[str, Any]) -> str | bool | None:
     """The interpreter the probe will run: --vllm-python, else mtplint's own (None) unless
     --vllm-commit / --vllm-source name an environment chosen later (False)."""
-    from .session import _interpreter
+    from .session import interpreter_path
 
-    python = _interpreter(s.get("vllm_python"))
+    python = interpreter_path(s.get("vllm_python"))
     if python:
         return python
     return False if s.get("vllm_commit") or s.get("vllm_source") else None

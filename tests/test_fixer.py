@@ -363,7 +363,7 @@ def test_render_keeps_the_json_style(tmp_path):
 def _write_raw_shard(path: Path, tensors: list[tuple[str, str, tuple[int, ...], bytes | None]]) -> None:
     """A safetensors file whose data is given bytes, or a hole where None."""
     header, offset = {}, 0
-    for name, dtype, shape, data in tensors:
+    for name, dtype, shape, _data in tensors:
         n = 4 * math.prod(shape)
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n]}
         offset += n

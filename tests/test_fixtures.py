@@ -42,7 +42,8 @@ def _headers(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
     out = {}
     for f in sorted(path.glob("*.safetensors")):
         with safe_open(str(f), framework="pt") as h:
-            for k in h.keys():
+            names = h.keys()  # a safetensors handle, not a dict: `in h` does not list names
+            for k in names:
                 sl = h.get_slice(k)
                 out[k] = (sl.get_dtype(), tuple(sl.get_shape()))
     return out

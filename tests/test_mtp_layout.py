@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from mtplint import mtp_layout as L
 
 FAMILY_NAMES = {

@@ -225,6 +225,12 @@ def test_cli_same_findings_as_local_and_no_token_anywhere(hub, tmp_path):
     commit = hub.repos["org/dsv4"].commit
     assert there["inputs"]["path"] == f"hf://org/dsv4@{commit}"
     sarif = (out / "r.sarif").read_text()
+    uris = {
+        loc["physicalLocation"]["artifactLocation"]["uri"]
+        for r in json.loads(sarif)["runs"][0]["results"]
+        for loc in r["locations"]
+    }
+    assert uris and not any(u.startswith("hf:") for u in uris), uris  # relative to the repository, not a folded path
     everything = remote_run.stdout + remote_run.stderr + sarif + (out / "r.json").read_text()
     assert TOKEN not in everything
     # The serve command a finding carries names the repository and the commit, not a local path.

@@ -120,10 +120,11 @@ def test_fix_leaves_names_the_index_already_has(tmp_path):
 
 @pytest.mark.probe
 def test_cli_fix_makes_the_sidecar_load(tmp_path):
-    import shutil
-
     root = tmp_path / "ckpt"
-    shutil.copytree(cached_build("glm45-air-nvfp4-mtp-sidecar"), root)
+    # Sparse: the shards are ~100 GB logical with a few MB on disk; a plain copy would fill the disk.
+    subprocess.run(
+        ["cp", "-r", "--sparse=always", str(cached_build("glm45-air-nvfp4-mtp-sidecar")), str(root)], check=True
+    )
     proc = subprocess.run([*MTPLINT, "fix", str(root), "-q"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "index-unindexed-shards" in proc.stdout and "re-lint: 0 error(s)" in proc.stdout

@@ -40,7 +40,8 @@ class Cause:
     # Also match a cause registered for an ancestor of the last subject element (a module path).
     ancestors: bool = False
 
-    def keys(self) -> list[tuple[str, ...]]:
+    def match_keys(self) -> list[tuple[str, ...]]:
+        """The keys a provided cause may be registered under that this one matches."""
         if not (self.ancestors and self.subject):
             return [(self.label, *self.subject)]
         *head, path = self.subject
@@ -92,7 +93,7 @@ _NOT_LOADED = LoadResult()  # what a model that was never built loaded: nothing 
 
 def _common_prefix_len(a: str, b: str) -> int:
     n = 0
-    for x, y in zip(a.split("."), b.split(".")):
+    for x, y in zip(a.split("."), b.split("."), strict=False):
         if x != y:
             break
         n += 1
@@ -117,7 +118,7 @@ class Context:
     def cause_id(self, causes: list[Cause]) -> str | None:
         """The finding id of the first of `causes` an earlier finding provides."""
         for cause in causes:
-            for key in cause.keys():
+            for key in cause.match_keys():
                 if key in self._causes:
                     return self._causes[key]
         return None
@@ -261,34 +262,58 @@ class Context:
         missing = self.missing_param_in(err)
         if missing:
             return self.module_of_param(model, missing)
-        message = err.message
-        tensor = err.tensor or ""
-        decisions = self.decisions(model)
+        # The message forms are tried in this order; the first that names a module wins.
+        for named_in in (
+            self._module_of_layer_prefix,
+            self._module_named_missing,
+            self._module_with_available_params,
+            self._module_of_class,
+        ):
+            module = named_in(model, err.message, err.tensor or "")
+            if module is not None:
+                return module
+        # Shape asserts do not name the parameter; when the checkpoint name is already the
+        # runtime module path (most loaders), that module is the one.
+        module = (err.tensor or "").rsplit(".", 1)[0]
+        if self.params_under(model, module):
+            return module
+        return None
+
+    def _module_of_layer_prefix(self, model: str, message: str, tensor: str) -> str | None:
+        """`Layer <prefix> has no parameter ...`: the module built at that prefix."""
         if m := _LAYER_NO_PARAM.search(message):
-            for d in decisions:
+            for d in self.decisions(model):
                 if d.prefix == m.group(1):
                     return d.module_path
+        return None
+
+    def _module_named_missing(self, model: str, message: str, tensor: str) -> str | None:
+        """`no module or parameter named '<a.b.c>'`: its module, where the model has one
+        (a name of fewer than three parts is too short to place)."""
         if (m := _NO_MODULE_OR_PARAM.search(message)) and m.group(1).count(".") >= 2:
             module = self.module_of_param(model, m.group(1))
             if self.decision_for_module_path(model, module) or self.params_under(model, module):
                 return module
+        return None
+
+    def _module_with_available_params(self, model: str, message: str, tensor: str) -> str | None:
+        """`available parameters belonging to <name> (<class>)`: the module path ending in it."""
         if m := _AVAILABLE_IN.search(message):
             name = m.group(1)
-            for d in decisions:
-                mod = d.module_path
-                if mod == name or mod.endswith("." + name):
-                    return mod
+            for d in self.decisions(model):
+                if d.module_path == name or d.module_path.endswith("." + name):
+                    return d.module_path
+        return None
+
+    def _module_of_class(self, model: str, message: str, tensor: str) -> str | None:
+        """`'<Class>' object has no attribute`: of the modules of that class, the one whose
+        prefix shares the most leading components with the tensor (at least two)."""
         if m := _NO_ATTRIBUTE.search(message):
-            same_class = [d for d in decisions if d.layer_class == m.group(1)]
+            same_class = [d for d in self.decisions(model) if d.layer_class == m.group(1)]
             if same_class:
                 best = max(same_class, key=lambda d: _common_prefix_len(d.prefix, tensor))
                 if _common_prefix_len(best.prefix, tensor) >= 2:
                     return best.module_path
-        # Shape asserts do not name the parameter; when the checkpoint name is already the
-        # runtime module path (most loaders), that module is the one.
-        module = tensor.rsplit(".", 1)[0]
-        if self.params_under(model, module):
-            return module
         return None
 
     def loaded_set(self, model: str) -> set[str]:

@@ -12,7 +12,7 @@ from . import check
 from .context import Cause, Context, Hit
 
 
-def _ondisk_modules_meant(entry: str, modules: list[str]) -> list[str]:
+def ondisk_modules_meant(entry: str, modules: list[str]) -> list[str]:
     """On-disk modules the entry would match if it were written in the on-disk namespace.
 
     A hand-written reading of the entry (re.match for `re:`, fnmatch-ish `*`, exact or
@@ -45,7 +45,7 @@ def _runtime_prefix_index(ctx: Context) -> dict[str, dict[tuple[str, str], None]
     return cached
 
 
-def _runtime_prefixes_for(ctx: Context, ondisk: list[str]) -> list[tuple[str, str]]:
+def runtime_prefixes_for(ctx: Context, ondisk: list[str]) -> list[tuple[str, str]]:
     index = _runtime_prefix_index(ctx)
     out: dict[tuple[str, str], None] = {}
     for module in ondisk:
@@ -126,8 +126,8 @@ def _dead_entries(
     for entry, matched in entries.items():
         if matched:
             continue
-        meant = _ondisk_modules_meant(written.get(entry, entry), ondisk_modules)
-        prefixes = _runtime_prefixes_for(ctx, meant)
+        meant = ondisk_modules_meant(written.get(entry, entry), ondisk_modules)
+        prefixes = runtime_prefixes_for(ctx, meant)
         mtp_intent = any(m in entry.lower() for m in markers) or any(
             m.startswith("mtp.") or ".mtp." in m for m in meant
         )

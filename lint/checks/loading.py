@@ -32,7 +32,7 @@ def _exclusion_causes(model: str, prefix: str) -> list[Cause]:
     """What a module built with the wrong scheme is most likely a consequence of: the dead
     exclusion entry meant for its prefix, or (draft) one meant for the MTP block."""
     causes = [Cause("exclusion-missed", (model, prefix))]
-    return causes + [Cause("mtp-exclusion")] if model == "draft" else causes
+    return [*causes, Cause("mtp-exclusion")] if model == "draft" else causes
 
 
 @check(fields=("module", "method", "disk_format", "tensor", "error"))
@@ -127,8 +127,16 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
 
 @check(fields=("module", "layer_class", "disk_format", "tensor"))
 def unquantized_layer_fed_quantized(ctx: Context, options: None) -> list[Hit]:
+    hits = _raised_unquantized_fed_quantized(ctx)
+    # A module vLLM raised for is reported once, from its error.
+    for key, hit in _silent_unquantized_fed_quantized(ctx).items():
+        hits.setdefault(key, hit)
+    return list(hits.values())
+
+
+def _raised_unquantized_fed_quantized(ctx: Context) -> dict[str, Hit]:
+    """vLLM raised: a quantized tensor (or its scale) had no slot in an unquantized layer."""
     hits: dict[str, Hit] = {}
-    # 1. vLLM raised: a quantized tensor (or its scale) had no slot in an unquantized layer.
     for (model, module), errs in _group(ctx).items():
         decision = ctx.decision_for_module_path(model, module)
         if decision is not None and is_quantized_method(decision.method):
@@ -156,7 +164,12 @@ def unquantized_layer_fed_quantized(ctx: Context, options: None) -> list[Hit]:
             provides=[Cause("quant-mismatch", (model, module))],
             claims=[("load-error", model, e.tensor) for e in errs],
         )
-    # 2. Silent: the packed weight landed in an unquantized parameter and its scales in nothing.
+    return hits
+
+
+def _silent_unquantized_fed_quantized(ctx: Context) -> dict[str, Hit]:
+    """No error: the packed weight landed in an unquantized parameter and its scales in nothing."""
+    hits: dict[str, Hit] = {}
     for model in MODELS:
         for tensor, params in ctx.fed(model).items():
             disk = ctx.disk_format(tensor)
@@ -191,7 +204,7 @@ def unquantized_layer_fed_quantized(ctx: Context, options: None) -> list[Hit]:
                     },
                     provides=[Cause("quant-mismatch", (model, module))],
                 )
-    return list(hits.values())
+    return hits
 
 
 def _owner_class(ctx: Context, model: str, module: str) -> str | None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from ..probe.report import ProbeReport
+from ..probe.report import LoadResult, ProbeReport
 
 
 @dataclass
@@ -61,15 +61,21 @@ def build_weight_flow(report: ProbeReport) -> WeightFlow:
             if model != "target" or name in shared_targets:
                 g.add_node(("param", model, name))
     for model, load in report.load.items():
-        keep = (lambda p: p in shared_targets) if model == "target" else (lambda p: True)
-        for tensor, fed in load.fed.items():
-            for p in fed:
-                if keep(p):
-                    g.add_edge(("tensor", tensor), ("param", model, p), kind="fed")
-        # load_weights() may also report parameters it filled without a weight_loader call
-        for p in load.loaded_params:
-            if keep(p):
-                g.add_edge(("tensor", f"<{model} load_weights>"), ("param", model, p), kind="fed")
+        keep = shared_targets if model == "target" else None
+        _add_fed_edges(g, model, load, keep)
     for draft_param, target_param in shared.items():
         g.add_edge(("param", "draft", draft_param), ("param", "target", target_param), kind="shared")
     return WeightFlow(g)
+
+
+def _add_fed_edges(g: nx.DiGraph, model: str, load: LoadResult, keep: set[str] | None) -> None:
+    """Edges from the tensors `model` loaded to the parameters they fed (only those in
+    `keep`, where given)."""
+    for tensor, fed in load.fed.items():
+        for p in fed:
+            if keep is None or p in keep:
+                g.add_edge(("tensor", tensor), ("param", model, p), kind="fed")
+    # load_weights() may also report parameters it filled without a weight_loader call
+    for p in load.loaded_params:
+        if keep is None or p in keep:
+            g.add_edge(("tensor", f"<{model} load_weights>"), ("param", model, p), kind="fed")

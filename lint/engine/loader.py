@@ -118,7 +118,8 @@ def _base_type(annotation: Any) -> type | tuple[type, ...] | None:
         return dict
     if text.startswith("str|None"):
         return (str, type(None))
-    return {"str": str, "int": int, "float": (int, float), "bool": bool}.get(text)
+    scalars: dict[str, type | tuple[type, ...]] = {"str": str, "int": int, "float": (int, float), "bool": bool}
+    return scalars.get(text)
 
 
 @lru_cache(maxsize=1)

@@ -30,7 +30,7 @@ RECORD = "env.json"
 def root() -> Path:
     if os.environ.get("MTPLINT_ENVS_DIR"):
         return Path(os.environ["MTPLINT_ENVS_DIR"])
-    from ..probe.cache import cache_root
+    from ..cache_dirs import cache_root
 
     return cache_root() / "envs"
 

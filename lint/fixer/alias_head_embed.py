@@ -28,10 +28,33 @@ _MTP_LAYER = re.compile(r"^mtp\.(\d+)\.")
 def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
-    if not any(f.code == "MTP004" for f in findings):
+    if not any(ID in f.fixes.artifact for f in findings):
         return []
     if not str(inventory.config.get("model_type", "")).startswith("deepseek_v4"):
         return []  # other families name their MTP head/embedding differently
+    new = _alias_tensors(inventory)
+    if not new:
+        return []
+    if SHARD in inventory.shards:
+        raise BadInput(
+            f"{SHARD} is already part of the checkpoint but lacks "
+            f"{', '.join(t.name for t in new)}; remove it from the index and re-run",
+            path=str(inventory.root / SHARD),
+        )
+    total = sum(t.nbytes for t in new)
+    names = ", ".join(t.name for t in new)
+    shard = Change(
+        fix=ID,
+        file=SHARD,
+        tensors=new,
+        summary=f"new shard {SHARD}: {names} ({total / 2**30:.2f} GiB copied from "
+        f"{', '.join(sorted({t.source_file for t in new}))})",
+    )
+    return [shard, _index_change(inventory, new, total)]
+
+
+def _alias_tensors(inventory: Inventory) -> list[NewTensor]:
+    """The aliases missing under each MTP layer on disk, copied from the top-level tensors."""
     layers = sorted({int(m.group(1)) for n in inventory.tensors if (m := _MTP_LAYER.match(n))})
     new: list[NewTensor] = []
     for i in layers:
@@ -45,25 +68,12 @@ def plan(
                     name=name, dtype=t.dtype, shape=t.shape, source_file=t.file, source_begin=t.begin, source_end=t.end
                 )
             )
-    if not new:
-        return []
-    if SHARD in inventory.shards:
-        raise BadInput(
-            f"{SHARD} is already part of the checkpoint but lacks "
-            f"{', '.join(t.name for t in new)}; remove it from the index and re-run",
-            path=str(inventory.root / SHARD),
-        )
-    total = sum(t.nbytes for t in new)
-    names = ", ".join(t.name for t in new)
-    changes = [
-        Change(
-            fix=ID,
-            file=SHARD,
-            tensors=new,
-            summary=f"new shard {SHARD}: {names} ({total / 2**30:.2f} GiB copied from "
-            f"{', '.join(sorted({t.source_file for t in new}))})",
-        )
-    ]
+    return new
+
+
+def _index_change(inventory: Inventory, new: list[NewTensor], total: int) -> Change:
+    """The index entries mapping the aliases to the new shard: an edit of the checkpoint's
+    index, or a new index where it has none."""
     if inventory.index_path is not None:
 
         def edit(doc: dict[str, Any]) -> None:
@@ -73,28 +83,22 @@ def plan(
             if isinstance(meta.get("total_size"), int):
                 meta["total_size"] += total
 
-        changes.append(
-            Change(
-                fix=ID, file=INDEX_NAME, edit=edit, summary=f"{INDEX_NAME}: map {len(new)} alias tensor(s) to {SHARD}"
-            )
+        return Change(
+            fix=ID, file=INDEX_NAME, edit=edit, summary=f"{INDEX_NAME}: map {len(new)} alias tensor(s) to {SHARD}"
         )
-    else:
-        # Single-file checkpoints: an index makes loaders that need one for several files
-        # (transformers) find the new shard; vLLM globs *.safetensors either way.
-        existing = {n: t.file for n, t in inventory.tensors.items()}
-        size = sum(t.nbytes for t in inventory.tensors.values())
+    # Single-file checkpoints: an index makes loaders that need one for several files
+    # (transformers) find the new shard; vLLM globs *.safetensors either way.
+    existing = {n: t.file for n, t in inventory.tensors.items()}
+    size = sum(t.nbytes for t in inventory.tensors.values())
 
-        def create(doc: dict[str, Any]) -> None:
-            doc["metadata"] = {"total_size": size + total}
-            doc["weight_map"] = {**existing, **{t.name: SHARD for t in new}}
+    def create(doc: dict[str, Any]) -> None:
+        doc["metadata"] = {"total_size": size + total}
+        doc["weight_map"] = {**existing, **{t.name: SHARD for t in new}}
 
-        changes.append(
-            Change(
-                fix=ID,
-                file=INDEX_NAME,
-                edit=create,
-                create=True,
-                summary=f"{INDEX_NAME}: new index over {len(inventory.shards)} shard(s) + {SHARD}",
-            )
-        )
-    return changes
+    return Change(
+        fix=ID,
+        file=INDEX_NAME,
+        edit=create,
+        create=True,
+        summary=f"{INDEX_NAME}: new index over {len(inventory.shards)} shard(s) + {SHARD}",
+    )

@@ -126,7 +126,7 @@ def _rx_match(pattern: str, s: str) -> bool:
 def exclusion_list(inventory: Inventory) -> ExclusionList | None:
     """Where this checkpoint's exclusion entries are read from, or None when it declares
     no quantization (nothing is built quantized, so nothing needs excluding)."""
-    from ..inventory.declared import _find_quant_config
+    from ..inventory.declared import find_quant_config
 
     d = inventory.declared
     method = d.method or ""
@@ -144,7 +144,7 @@ def exclusion_list(inventory: Inventory) -> ExclusionList | None:
     source = d.source or CONFIG
     key = d.exclusion_key
     if key is None:
-        _qc, qc_key = _find_quant_config(inventory.config)
+        _qc, qc_key = find_quant_config(inventory.config)
         body = qc_key
         if style == "modelopt":
             if source == HF_QUANT:
@@ -203,7 +203,8 @@ def runtime_entries(
     """Entries excluding `wanted` (model, prefix) pairs: one anchored layer entry where a
     whole layer is meant and excluding all of it changes nothing else, exact names
     otherwise. Returns (entries, notes)."""
-    keep, quantized = [], []
+    keep: list[tuple[str, str]] = []
+    quantized: list[tuple[str, str]] = []
     for mp in wanted:
         src = feed.get(mp, set())
         # Excluding a module whose tensors are quantized on disk would build it unquantized

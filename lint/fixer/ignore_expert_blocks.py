@@ -58,11 +58,13 @@ def _edit(key: str, dead: set[str], names: list[str]):
 def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
-    from ..checks.exclusions import aimed_groups
     from ..checks.context import Context
+    from ..checks.exclusions import aimed_groups
 
     aimed = [
-        f for f in findings if f.code == "MTP001" and (f.evidence or {}).get("vllm_compares") and f.location.config_key
+        (f, key)
+        for f in findings
+        if ID in f.fixes.artifact and (f.evidence or {}).get("vllm_compares") and (key := f.location.config_key)
     ]
     if not aimed:
         return []
@@ -70,8 +72,7 @@ def plan(
     config_file = inventory.config_path.name
     changes: list[Change] = []
     groups_by_key: dict[str, dict] = {}
-    for f in aimed:
-        key = f.location.config_key
+    for f, key in aimed:
         if key not in groups_by_key:
             groups_by_key[key] = aimed_groups(ctx, key)
         # The finding's key is the first entry of its group (as vLLM matched it).
@@ -85,9 +86,10 @@ def plan(
         section = next(s for k, s in _sections(ctx) if k == key)
         consulted = section.consulted or {}
         compared = [consulted.get(f"{m}:{p}") for m, p in asked]
-        if not compared or None in compared:
+        known = [c for c in compared if c is not None]
+        if not compared or len(known) < len(compared):
             continue  # vLLM's compared name is unknown for some block: nothing sure to write
-        names = sorted(set(compared))
+        names = sorted(set(known))
         written = section.as_written
         dead = [written.get(m[0], m[0]) for m in members]
         dead_set = set(dead)

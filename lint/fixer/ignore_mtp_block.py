@@ -28,7 +28,7 @@ def plan(
         ev = f.evidence or {}
         # Target modules fed unquantized tensors are not an MTP block: their dead or
         # missing entry is MTP001's (or the quantizer's) business.
-        if f.code == "MTP002" and ev.get("model") == "draft" and ev.get("construction_prefix"):
+        if ID in f.fixes.artifact and ev.get("model") == "draft" and ev.get("construction_prefix"):
             mp = ("draft", ev["construction_prefix"])
             if mp not in wanted:
                 wanted.append(mp)

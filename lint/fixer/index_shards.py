@@ -21,7 +21,7 @@ ID = "index-unindexed-shards"
 def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
-    shards = [f.location.file for f in findings if f.code == "MTP015"]
+    shards = [f.location.file for f in findings if ID in f.fixes.artifact]
     if inventory.index_path is None or not shards:
         return []
     named = set(inventory.tensors)

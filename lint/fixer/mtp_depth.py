@@ -32,9 +32,9 @@ def mtp_layers_on_disk(inventory: Inventory) -> int:
         for p in pats:
             if m := p.match(name):
                 found.add(int(m.group(1)))
-        if isinstance(n, int) and (m := re.match(r"^(?:model\.)?(?:language_model\.)?layers\.(\d+)\.", name)):
-            if int(m.group(1)) >= n:
-                found.add(int(m.group(1)) - n)
+        layer = re.match(r"^(?:model\.)?(?:language_model\.)?layers\.(\d+)\.", name)
+        if isinstance(n, int) and layer and int(layer.group(1)) >= n:
+            found.add(int(layer.group(1)) - n)
     depth = 0
     while depth in found:
         depth += 1
@@ -44,7 +44,7 @@ def mtp_layers_on_disk(inventory: Inventory) -> int:
 def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
-    hits = [f for f in findings if f.code == "MTP006"]
+    hits = [f for f in findings if ID in f.fixes.artifact]
     if not hits:
         return []
     key = hits[0].location.config_key or "num_nextn_predict_layers"

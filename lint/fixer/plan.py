@@ -57,7 +57,7 @@ class Change:
 
 def _json_style(text: str) -> dict[str, Any]:
     """Re-dump a JSON file the way it was written, so a diff shows only the edit."""
-    indent = None
+    indent: int | str | None = None
     lines = text.splitlines()
     if len(lines) > 1:
         second = lines[1]
@@ -73,7 +73,7 @@ def _json_style(text: str) -> dict[str, Any]:
 
 
 def dump_json(doc: dict[str, Any], like: str | None) -> str:
-    style = (
+    style: dict[str, Any] = (
         _json_style(like)
         if like is not None
         else {"indent": 2, "ensure_ascii": False, "separators": None, "trailing_newline": True}
@@ -90,7 +90,7 @@ class Rendered:
     shards: dict[str, list[NewTensor]]
 
     def diff(self) -> str:
-        out = []
+        out: list[str] = []
         for name, (old, new) in self.json.items():
             out.extend(
                 difflib.unified_diff(
@@ -132,7 +132,7 @@ def render(root: Path, changes: list[Change]) -> Rendered:
 # --- dotted config keys ("quantization_config.ignore", "text_config.num_nextn_predict_layers")
 
 
-def get_key(doc: dict[str, Any], key: str, default: Any = None) -> Any:
+def get_key(doc: dict[str, Any] | None, key: str, default: Any = None) -> Any:
     node: Any = doc
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:

@@ -46,6 +46,7 @@ def fix_remote(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
             f"the plan writes new shards ({names}) copied from tensor data, which is not downloaded: "
             "run this fix on a local copy (huggingface-cli download), or choose other fixes with --only"
         )
+    assert out  # without --out only --dry-run gets here, and it has returned
     return _write_out(Path(out), rendered, origin)
 
 

@@ -21,13 +21,19 @@ ID = "rewrite-ignore-to-runtime-names"
 def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
-    from ..checks.exclusions import _ondisk_modules_meant, _runtime_prefixes_for
     from ..checks.context import Context
+    from ..checks.exclusions import ondisk_modules_meant, runtime_prefixes_for
     from .exclusions import exclusion_list, feeders, runtime_entries
 
     # Entries of a list compared with on-disk block names (evidence.vllm_compares) are
     # ignore-expert-blocks-as-compared's: runtime names in the usual key would not reach it.
-    dead = [f for f in findings if f.code == "MTP001" and not (f.evidence or {}).get("vllm_compares")]
+    # A dead entry's own finding names it (evidence.matched_as); its consequences recommend
+    # this fix too, and are resolved through it.
+    dead = [
+        f
+        for f in findings
+        if ID in f.fixes.artifact and (f.evidence or {}).get("matched_as") and not f.evidence.get("vllm_compares")
+    ]
     lst = exclusion_list(inventory)
     if not dead or lst is None:
         return []
@@ -43,7 +49,7 @@ def plan(
     written = report.exclusions[0].as_written if report.exclusions else {}
     for f in dead:
         entry = written.get(f.key, f.key)
-        wanted = _runtime_prefixes_for(ctx, _ondisk_modules_meant(entry, modules))
+        wanted = runtime_prefixes_for(ctx, ondisk_modules_meant(entry, modules))
         entries, notes = runtime_entries(ctx, lst, wanted, feed, collapse=True)
         # Replaced: everything the entry meant is (or will be) excluded by runtime names.
         replaced = bool(wanted) and not notes

@@ -111,7 +111,7 @@ def _holder(fd: int) -> str:
 
 def remove_leftovers(d: Path) -> list[str]:
     """Delete the temp files a killed fix left in `d` (call only under the lock); returns their names."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(d))
     except OSError:

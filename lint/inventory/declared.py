@@ -32,7 +32,7 @@ _GENERIC_EXCLUSION_KEYS = ("ignore", "exclude_modules", "ignored_layers", "modul
 
 def parse_declared(config: dict, hf_quant_config: dict | None, root: Path) -> DeclaredQuant:
     root = Path(root)
-    qc, key = _find_quant_config(config)
+    qc, key = find_quant_config(config)
     if qc is None:
         if hf_quant_config is None:
             return DeclaredQuant(method=None, source=None)
@@ -69,7 +69,7 @@ def parse_declared(config: dict, hf_quant_config: dict | None, root: Path) -> De
     return d
 
 
-def _find_quant_config(config: dict) -> tuple[Any, str]:
+def find_quant_config(config: dict) -> tuple[Any, str]:
     if config.get("quantization_config") is not None:
         return config["quantization_config"], "quantization_config"
     if config.get("compression_config") is not None:
@@ -108,7 +108,7 @@ def _parse_compressed_tensors(qc: dict, key: str, where: str) -> DeclaredQuant:
     import hashlib
     import json
 
-    from mtplint.probe.cache import cache_root
+    from ..cache_dirs import cache_root
 
     digest = hashlib.sha256(json.dumps([key, qc], sort_keys=True, default=str).encode()).hexdigest()
     memo = cache_root() / "declared" / f"{digest}.json"

@@ -89,7 +89,7 @@ def _record(path: Path, whole: bool) -> bytes | None:
 
 
 def _path(sig: str) -> Path:
-    from ..probe.cache import cache_root
+    from ..cache_dirs import cache_root
 
     return cache_root() / "inventory" / f"{sig}.marshal"
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -73,7 +74,12 @@ class HubRepo:
     snapshot: Path | None = None
     requests: int = 0  # made by this module (huggingface_hub's own downloads not counted)
     bytes_read: int = 0
-    _errors: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, nbytes: int) -> None:
+        with self._lock:
+            self.requests += 1
+            self.bytes_read += nbytes
 
     @property
     def label(self) -> str:
@@ -109,7 +115,7 @@ def fetch_small_files(repo: HubRepo, config: dict[str, Any] | None = None) -> Pa
     if "config.json" not in repo.files:
         raise BadInput("no config.json in the repository", path=repo.label)
     wanted = [n for n in SMALL_FILES if n in repo.files]
-    wanted += [n for n in _configuration_code(config) if n in repo.files and n not in wanted]
+    wanted += [n for n in auto_map_code(config) if n in repo.files and n not in wanted]
     snapshot: Path | None = None
     for name in wanted:
         size = repo.files.get(name)
@@ -129,11 +135,7 @@ def fetch_small_files(repo: HubRepo, config: dict[str, Any] | None = None) -> Pa
     return snapshot
 
 
-def auto_map_code(config: dict[str, Any]) -> list[str]:
-    return _configuration_code(config)
-
-
-def _configuration_code(config: dict[str, Any] | None) -> list[str]:
+def auto_map_code(config: dict[str, Any] | None) -> list[str]:
     """configuration_*.py files config.json's auto_map names ("configuration_mimo.MiMoConfig")."""
     auto_map = (config or {}).get("auto_map")
     if not isinstance(auto_map, dict):
@@ -174,12 +176,14 @@ class HubShards:
         session = get_session()
         base = build_hf_headers()
         base["Accept-Encoding"] = "identity"
+        # Threads only fetch; parsing is CPU work that threads would serialize on the GIL anyway.
         with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-            futures = [pool.submit(self._read_one, session, base, n) for n in names]
+            futures = [pool.submit(self._fetch_one, session, base, n) for n in names]
             try:
                 for name, fut in zip(names, futures, strict=True):
                     try:
-                        yield name, fut.result()
+                        size, n, raw = fut.result()
+                        yield name, parse_shard_header(size, n, raw, self.where(name), name).tensors
                     except BadInput:
                         if strict:
                             raise
@@ -188,7 +192,8 @@ class HubShards:
                 for fut in futures:
                     fut.cancel()
 
-    def _read_one(self, session: Any, base: dict[str, str], name: str) -> dict[str, TensorInfo]:
+    def _fetch_one(self, session: Any, base: dict[str, str], name: str) -> tuple[int, int, bytes]:
+        """(file size, header length, header bytes) in one range request, or two for a long header."""
         where = self.where(name)
         first, size = self._range(session, base, name, 0, FIRST_RANGE - 1)
         n = header_length(first[:8], size, where)
@@ -198,7 +203,7 @@ class HubShards:
             raw += more
             if len(raw) != n:
                 raise BadInput(f"truncated: header says {n} bytes but only {len(raw)} could be read", path=where)
-        return parse_shard_header(size, n, raw, where, name).tensors
+        return size, n, raw
 
     def _range(self, session: Any, base: dict[str, str], name: str, begin: int, end: int) -> tuple[bytes, int]:
         """Bytes [begin, end] of `name` (fewer at its end) and the file's size. Streamed and cut
@@ -211,7 +216,6 @@ class HubShards:
         headers = {**base, "Range": f"bytes={begin}-{end}"}
         try:
             with session.stream("GET", url, headers=headers, timeout=TIMEOUT_S, follow_redirects=True) as r:
-                self.repo.requests += 1
                 if r.status_code == 416:  # an empty file: no byte to give
                     return b"", _total(r.headers.get("Content-Range"), 0)
                 hf_raise_for_status(r)
@@ -228,7 +232,7 @@ class HubShards:
                     body += chunk
                     if len(body) >= want:
                         break
-                self.repo.bytes_read += len(body)
+                self.repo.count(len(body))
                 return bytes(body[:want]), size
         except BadInput:
             raise

@@ -39,7 +39,7 @@ def apply() -> dict[str, Any]:
     global _APPLIED
     import vllm.model_executor.model_loader.utils as utils
 
-    modules = [utils]
+    modules: list[Any] = [utils]  # each one's initialize_model is replaced below
     try:
         import vllm.model_executor.model_loader.base_loader as base_loader
 

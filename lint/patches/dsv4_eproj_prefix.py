@@ -41,7 +41,7 @@ def _assigned_attribute(frame: Any) -> str | None:
 def _wrap(cls: Any) -> None:
     original = cls.__init__
     signature = inspect.signature(original)
-    module = sys.modules[cls.__module__]
+    module: Any = sys.modules[cls.__module__]  # its ReplicatedLinear is swapped while __init__ runs
 
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:

@@ -47,7 +47,7 @@ def bf16_o_proj(
     o: torch.Tensor,
     positions: torch.Tensor,
     cos_sin_cache: torch.Tensor,
-    wo_a: torch.nn.Module,
+    wo_a: Any,  # vLLM's linear layer: its weight is a Tensor, which nn.Module's typing cannot say
     wo_b: Any,
     *,
     n_groups: int,

@@ -40,5 +40,5 @@ def apply() -> dict[str, Any]:
         return original(self, routed())
 
     load_weights._mtplint_routed = True  # type: ignore[attr-defined]
-    DeepSeekV4MTP.load_weights = load_weights
+    DeepSeekV4MTP.load_weights = load_weights  # type: ignore[method-assign]  # the patch: vLLM's class, wrapped
     return {"status": "applied", "class": "vllm.models.deepseek_v4.nvidia.mtp.DeepSeekV4MTP"}

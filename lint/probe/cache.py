@@ -17,6 +17,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from ..cache_dirs import cache_root
 from .report import SCHEMA_VERSION, ProbeReport
 
 _FORMAT = "mtplint-probe-cache"
@@ -24,14 +25,6 @@ _FORMAT = "mtplint-probe-cache"
 
 class _Invalid(ValueError):
     pass
-
-
-def cache_root() -> Path:
-    root = os.environ.get("MTPLINT_CACHE_DIR")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mtplint"
 
 
 def cache_dir() -> Path:

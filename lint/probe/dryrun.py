@@ -169,75 +169,98 @@ def run(
     started = time.perf_counter()
     result = DryRun()
     keep, result.elided = plan_elision(model, tensors) if elide else (list(range(len(tensors))), {})
-    all_tensors, tensors = tensors, [tensors[i] for i in keep]
-    attribution = _Attribution(model)
-    failed: set[str] = set()
-    position = 0
-    disable_completeness = _completeness_switch()
-
-    def feed(start: int) -> Iterator[tuple[str, Any]]:
-        nonlocal position
-        for i in range(start, len(tensors)):
-            name, dtype, shape = tensors[i]
-            position = i
-            attribution.current = name
-            yield name, meta_tensor(dtype, shape)
-        position = len(tensors)
-        attribution.current = None
-
+    feed = _Feed([tensors[i] for i in keep], _Attribution(model))
     try:
-        start = 0
-        while start <= len(tensors):
-            with disable_completeness():
-                try:
-                    loaded = model.load_weights(feed(start))
-                    if loaded:
-                        result.loaded_params |= set(loaded)
-                    break
-                except Exception as exc:
-                    # The key the generator last handed out is the one being loaded.
-                    culprit = tensors[position][0] if position < len(tensors) else None
-                    if (
-                        culprit is None
-                        and mtp_completeness
-                        and isinstance(exc, ValueError)
-                        and disable_completeness is contextlib.nullcontext
-                    ):
-                        # vLLM before mtp_validation (< 0.27) checks completeness at the end of
-                        # every load_weights() call and cannot be told not to. After an
-                        # uninterrupted call that is the verdict; after a resume it saw only the
-                        # tail, and the replay below decides.
-                        if start == 0:
-                            result.completeness_error = error_record(exc)
-                            mtp_completeness = False
-                        break
-                    record = error_record(exc, LoadError, tensor=culprit, param=attribution.failed_param)
-                    attribution.failed_param = None
-                    result.errors.append(record)
-                    if culprit is None or culprit in failed:
-                        break
-                    failed.add(culprit)
-                    start = position + 1
-        if mtp_completeness:
-            # vLLM validates completeness at the end of one load_weights() call, so it is
-            # run once over every tensor that loaded cleanly (a replay, cheap for drafts).
-            clean = [t for t in tensors if t[0] not in failed]
-            try:
-                model.load_weights((n, meta_tensor(d, s)) for n, d, s in clean)
-            except ValueError as exc:
-                result.completeness_error = error_record(exc)
-            except Exception:
-                pass  # already reported by the first pass
+        failed, replay = _load_resuming(model, feed, result, mtp_completeness)
+        if replay:
+            _replay_for_completeness(model, [t for t in feed.tensors if t[0] not in failed], result)
     finally:
-        attribution.restore()
-    result.fed = attribution.fed
-    result.params_loaded_by_loader = attribution.params_loaded_by_loader
+        feed.attribution.restore()
+    result.fed = feed.attribution.fed
+    result.params_loaded_by_loader = feed.attribution.params_loaded_by_loader
+    _attribute_elided(result)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+class _Feed:
+    """The tensors load_weights() is fed, from any start, and how far it got: when it
+    raises, the key the generator last handed out is the one being loaded."""
+
+    def __init__(self, tensors: list[tuple[str, str, list[int]]], attribution: _Attribution):
+        self.tensors = tensors
+        self.attribution = attribution
+        self.position = 0
+
+    def starting_at(self, start: int) -> Iterator[tuple[str, Any]]:
+        for i in range(start, len(self.tensors)):
+            name, dtype, shape = self.tensors[i]
+            self.position = i
+            self.attribution.current = name
+            yield name, meta_tensor(dtype, shape)
+        self.position = len(self.tensors)
+        self.attribution.current = None
+
+    @property
+    def culprit(self) -> str | None:
+        return self.tensors[self.position][0] if self.position < len(self.tensors) else None
+
+
+def _load_resuming(model: Any, feed: _Feed, result: DryRun, mtp_completeness: bool) -> tuple[set[str], bool]:
+    """Run load_weights() over the feed, resuming after the tensor that raised, so one run
+    reports every error. Returns the tensors that failed, and whether the completeness check
+    is still to be made by a replay."""
+    disable_completeness = _completeness_switch()
+    failed: set[str] = set()
+    start = 0
+    while start <= len(feed.tensors):
+        with disable_completeness():
+            try:
+                loaded = model.load_weights(feed.starting_at(start))
+                if loaded:
+                    result.loaded_params |= set(loaded)
+                break
+            except Exception as exc:
+                culprit = feed.culprit
+                if culprit is None and mtp_completeness and _checked_completeness_itself(exc, disable_completeness):
+                    # vLLM before mtp_validation (< 0.27) checks completeness at the end of
+                    # every load_weights() call and cannot be told not to. After an
+                    # uninterrupted call that is the verdict; after a resume it saw only the
+                    # tail, and the replay decides.
+                    if start == 0:
+                        result.completeness_error = error_record(exc)
+                        mtp_completeness = False
+                    break
+                result.errors.append(error_record(exc, LoadError, tensor=culprit, param=feed.attribution.failed_param))
+                feed.attribution.failed_param = None
+                if culprit is None or culprit in failed:
+                    break
+                failed.add(culprit)
+                start = feed.position + 1
+    return failed, mtp_completeness
+
+
+def _checked_completeness_itself(exc: Exception, disable_completeness: Any) -> bool:
+    """A ValueError after the last tensor, from a vLLM that cannot defer its completeness check."""
+    return isinstance(exc, ValueError) and disable_completeness is contextlib.nullcontext
+
+
+def _replay_for_completeness(model: Any, clean: list[tuple[str, str, list[int]]], result: DryRun) -> None:
+    """vLLM validates completeness at the end of one load_weights() call, so it is run once
+    over every tensor that loaded cleanly (a replay, cheap for drafts)."""
+    try:
+        model.load_weights((n, meta_tensor(d, s)) for n, d, s in clean)
+    except ValueError as exc:
+        result.completeness_error = error_record(exc)
+    except Exception:
+        pass  # already reported by the first pass
+
+
+def _attribute_elided(result: DryRun) -> None:
+    """Each elided tensor fed, and failed, as the representative it was elided like."""
     errors_by_tensor = {e.tensor: e for e in result.errors if e.tensor}
     for name, rep in result.elided.items():
         if rep in result.fed:
             result.fed[name] = list(result.fed[rep])
         if rep in errors_by_tensor:
             result.errors.append(dataclasses.replace(errors_by_tensor[rep], tensor=name, elided_like=rep))
-    del all_tensors
-    result.seconds = time.perf_counter() - started
-    return result

@@ -57,44 +57,72 @@ def direct_matcher(quant_config: Any, attr: str) -> Any:
     Preferred over re-asking get_quant_method because it also answers for layers that
     would be unquantized anyway (an `lm_head` entry does match the `lm_head` prefix).
     """
+    fused = getattr(quant_config, "packed_modules_mapping", {}) or {}
+    for matcher_of in (_compressed_tensors_matcher, _modelopt_matcher, _skip_list_matcher, _gptq_dynamic_matcher):
+        matcher = matcher_of(quant_config, attr, fused)
+        if matcher is not None:
+            return matcher
+    return None
+
+
+def _vllm_function(module: str, name: str) -> Any:
+    """A function of vLLM's, or None where this release has no such module or name."""
     import importlib
 
-    def fn(module: str, name: str) -> Any:
-        try:
-            return getattr(importlib.import_module(module), name, None)
-        except Exception:
-            return None
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except Exception:
+        return None
 
-    fused = getattr(quant_config, "packed_modules_mapping", {}) or {}
-    qname = type(quant_config).__name__
-    if attr == "ignore" and qname.startswith("CompressedTensors"):
-        should_ignore = fn("vllm.model_executor.layers.quantization.compressed_tensors.utils", "should_ignore_layer")
-        if should_ignore is not None:
-            return lambda entry, prefix: should_ignore(prefix, ignore=[entry], fused_mapping=fused)
-    if attr == "exclude_modules" and hasattr(quant_config, "is_layer_excluded"):
 
-        def modelopt(entry: str, prefix: str) -> bool:
-            with _narrowed(quant_config, attr, [entry]):
-                return bool(quant_config.is_layer_excluded(prefix))
+def _compressed_tensors_matcher(quant_config: Any, attr: str, fused: Any) -> Any:
+    if attr != "ignore" or not type(quant_config).__name__.startswith("CompressedTensors"):
+        return None
+    should_ignore = _vllm_function(
+        "vllm.model_executor.layers.quantization.compressed_tensors.utils", "should_ignore_layer"
+    )
+    if should_ignore is None:
+        return None
+    return lambda entry, prefix: should_ignore(prefix, ignore=[entry], fused_mapping=fused)
 
-        return modelopt
-    if attr in ("ignored_layers", "modules_to_not_convert"):
-        skipped = fn("vllm.model_executor.layers.quantization.utils.quant_utils", "is_layer_skipped")
-        mode = getattr(quant_config, "ignored_layers_match_mode", None)
-        if skipped is not None and "awq" not in qname.lower():
-            if mode:
-                return lambda entry, prefix: skipped(prefix, [entry], fused, match_mode=mode)
-            return lambda entry, prefix: skipped(prefix, [entry], fused)
-    if attr == "dynamic":
-        override = fn("vllm.model_executor.layers.quantization.utils.gptq_utils", "get_dynamic_override")
-        if override is not None:
 
-            def gptq(entry: str, prefix: str) -> bool:
-                with _narrowed(quant_config, attr, {entry: quant_config.dynamic[entry]}):
-                    return override(quant_config, layer_name=prefix) is False
+def _modelopt_matcher(quant_config: Any, attr: str, fused: Any) -> Any:
+    if attr != "exclude_modules" or not hasattr(quant_config, "is_layer_excluded"):
+        return None
 
-            return gptq
-    return None
+    def modelopt(entry: str, prefix: str) -> bool:
+        with _narrowed(quant_config, attr, [entry]):
+            return bool(quant_config.is_layer_excluded(prefix))
+
+    return modelopt
+
+
+def _skip_list_matcher(quant_config: Any, attr: str, fused: Any) -> Any:
+    if attr not in ("ignored_layers", "modules_to_not_convert"):
+        return None
+    skipped = _vllm_function("vllm.model_executor.layers.quantization.utils.quant_utils", "is_layer_skipped")
+    mode = getattr(quant_config, "ignored_layers_match_mode", None)
+    # AWQ matches its list its own way (substring mode, fixed in its get_quant_method; its
+    # own helper in older releases): re-asking get_quant_method answers for it.
+    if skipped is None or "awq" in type(quant_config).__name__.lower():
+        return None
+    if mode:
+        return lambda entry, prefix: skipped(prefix, [entry], fused, match_mode=mode)
+    return lambda entry, prefix: skipped(prefix, [entry], fused)
+
+
+def _gptq_dynamic_matcher(quant_config: Any, attr: str, fused: Any) -> Any:
+    if attr != "dynamic":
+        return None
+    override = _vllm_function("vllm.model_executor.layers.quantization.utils.gptq_utils", "get_dynamic_override")
+    if override is None:
+        return None
+
+    def gptq(entry: str, prefix: str) -> bool:
+        with _narrowed(quant_config, attr, {entry: quant_config.dynamic[entry]}):
+            return override(quant_config, layer_name=prefix) is False
+
+    return gptq
 
 
 def match_entries(
@@ -128,19 +156,42 @@ def _match_primary(quant_config: Any, get_quant_method: Any, layers: list[tuple[
         entries = [e for e in entries if str(e).startswith("-:")]
     direct = direct_matcher(quant_config, attr)
     if direct is not None:
-        result: dict[str, list[str]] = {}
-        errors: dict[str, str] = {}
-        for entry in entries:
-            hits = []
-            for model, prefix, _layer in layers:
-                try:
-                    if direct(entry, prefix):
-                        hits.append(f"{model}:{prefix}")
-                except Exception as exc:  # e.g. "different quantization schemes for the shards"
-                    errors[str(entry)] = str(exc)[:300]
-                    hits.append(f"{model}:{prefix}")
-            result[str(entry)] = hits
+        result, errors = _match_direct(direct, entries, layers)
         return ExclusionSection(attr=attr, matcher="direct", entries=result, errors=errors)
+    result = _match_by_outcome(quant_config, get_quant_method, attr, full, entries, layers)
+    return ExclusionSection(attr=attr, matcher="outcome", entries=result)
+
+
+def _match_direct(
+    direct: Any, entries: list[Any], layers: list[tuple[str, str, Any]]
+) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Each entry's `model:prefix` matches by the format's own matcher, and the entries it
+    raised for (counted as matching where it raised)."""
+    result: dict[str, list[str]] = {}
+    errors: dict[str, str] = {}
+    for entry in entries:
+        hits = []
+        for model, prefix, _layer in layers:
+            try:
+                if direct(entry, prefix):
+                    hits.append(f"{model}:{prefix}")
+            except Exception as exc:  # e.g. "different quantization schemes for the shards"
+                errors[str(entry)] = str(exc)[:300]
+                hits.append(f"{model}:{prefix}")
+        result[str(entry)] = hits
+    return result, errors
+
+
+def _match_by_outcome(
+    quant_config: Any,
+    get_quant_method: Any,
+    attr: str,
+    full: Any,
+    entries: list[Any],
+    layers: list[tuple[str, str, Any]],
+) -> dict[str, list[str]]:
+    """Each entry's `model:prefix` matches where get_quant_method, asked with the list
+    (`full`) narrowed to that entry, answers unquantized and with an empty list did not."""
     empty: Any = {} if isinstance(full, dict) else []
     baseline: dict[tuple[str, str], bool | None] = {}
     layers = [t for t in layers if t[2] is not None]  # re-asking needs the layer object
@@ -158,7 +209,7 @@ def _match_primary(quant_config: Any, get_quant_method: Any, layers: list[tuple[
                 if _excluded(quant_config, get_quant_method, layer, prefix):
                     hits.append(f"{model}:{prefix}")
         result[str(entry)] = hits
-    return ExclusionSection(attr=attr, matcher="outcome", entries=result)
+    return result
 
 
 # Configs that read an exclusion list outside get_quant_method's usual attributes, through a
@@ -286,60 +337,65 @@ def match_consulted(records: list[dict[str, Any]], model_of: Any = None) -> list
     VllmConfig that was current then. An entry matches a prefix when it changes the
     method's answer there (compared with an empty list). "consulted" maps each
     `model:prefix` vLLM asked about to the name the entries were compared with."""
-    from vllm.config import set_current_vllm_config
-
     groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((id(r["config"]), r["method"]), []).append(r)
     sections = []
     for calls in groups.values():
-        first = calls[0]
-        qc, attr, fn = first["config"], first["attr"], first["function"]
-        full = getattr(qc, attr, None)
-        if not isinstance(full, (list, tuple)) or not full:
-            continue
-        entries = [e for e in full if isinstance(e, str)]
-        asked: dict[tuple[str, str], dict[str, Any]] = {}
-        for r in calls:
-            model = model_of(r["prefix"], r["vllm_config"]) if model_of else "target"
-            asked.setdefault((model, r["prefix"]), r)
-        hits: dict[str, list[str]] = {e: [] for e in entries}
-        errors: dict[str, str] = {}
-        consulted: dict[str, str | None] = {}
-        for (model, prefix), r in asked.items():
-            where = f"{model}:{prefix}"
-            cfg = r["vllm_config"]
-            with set_current_vllm_config(cfg) if cfg is not None else contextlib.nullcontext():
-                try:
-                    with _narrowed(qc, attr, type(full)()):
-                        baseline = fn(qc, prefix)
-                except Exception as exc:
-                    errors[where] = str(exc)[:300]
-                    continue
-                if r["compared"] is None and r["recorded"]:
-                    # vLLM compared nothing when it ran with the whole list: the list does not
-                    # decide this layer (another setting does), whatever its entries say.
-                    continue
-                consulted[where] = r["compared"]
-                for entry in entries:
-                    try:
-                        with _narrowed(qc, attr, type(full)([entry])):
-                            if fn(qc, prefix) != baseline:
-                                hits[entry].append(where)
-                    except Exception as exc:
-                        errors[entry] = str(exc)[:300]
-        sections.append(
-            ExclusionSection(
-                attr=first["key"],
-                matcher="direct",
-                entries=hits,
-                errors=errors,
-                config_key=first["key"],
-                via=f"{type(qc).__name__}.{first['method']}",
-                consulted=consulted,
-            )
-        )
+        section = _consulted_section(calls, model_of)
+        if section is not None:
+            sections.append(section)
     return sections
+
+
+def _consulted_section(calls: list[dict[str, Any]], model_of: Any) -> ExclusionSection | None:
+    """The section for one config's consulting method (None where its list is empty)."""
+    from vllm.config import set_current_vllm_config
+
+    first = calls[0]
+    qc, attr, fn = first["config"], first["attr"], first["function"]
+    full = getattr(qc, attr, None)
+    if not isinstance(full, (list, tuple)) or not full:
+        return None
+    entries = [e for e in full if isinstance(e, str)]
+    asked: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in calls:
+        model = model_of(r["prefix"], r["vllm_config"]) if model_of else "target"
+        asked.setdefault((model, r["prefix"]), r)
+    hits: dict[str, list[str]] = {e: [] for e in entries}
+    errors: dict[str, str] = {}
+    consulted: dict[str, str | None] = {}
+    for (model, prefix), r in asked.items():
+        where = f"{model}:{prefix}"
+        cfg = r["vllm_config"]
+        with set_current_vllm_config(cfg) if cfg is not None else contextlib.nullcontext():
+            try:
+                with _narrowed(qc, attr, type(full)()):
+                    baseline = fn(qc, prefix)
+            except Exception as exc:
+                errors[where] = str(exc)[:300]
+                continue
+            if r["compared"] is None and r["recorded"]:
+                # vLLM compared nothing when it ran with the whole list: the list does not
+                # decide this layer (another setting does), whatever its entries say.
+                continue
+            consulted[where] = r["compared"]
+            for entry in entries:
+                try:
+                    with _narrowed(qc, attr, type(full)([entry])):
+                        if fn(qc, prefix) != baseline:
+                            hits[entry].append(where)
+                except Exception as exc:
+                    errors[entry] = str(exc)[:300]
+    return ExclusionSection(
+        attr=first["key"],
+        matcher="direct",
+        entries=hits,
+        errors=errors,
+        config_key=first["key"],
+        via=f"{type(qc).__name__}.{first['method']}",
+        consulted=consulted,
+    )
 
 
 def as_written(section: ExclusionSection, declared: Any) -> dict[str, str]:
@@ -352,4 +408,4 @@ def as_written(section: ExclusionSection, declared: Any) -> dict[str, str]:
     matched = list(section.entries)
     if not isinstance(written, list) or len(written) != len(matched):
         return {}
-    return {m: str(w) for m, w in zip(matched, written) if m != str(w)}
+    return {m: str(w) for m, w in zip(matched, written, strict=True) if m != str(w)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import BadInput
@@ -46,11 +47,11 @@ def format_size(size: int) -> str:
     return f"{size} B"
 
 
-def resolve_limit(setting: object, environ: dict[str, str] | None = None) -> int:
+def resolve_limit(setting: object, environ: Mapping[str, str] | None = None) -> int:
     """The cap from --probe-memory / `probe-memory` in the project's settings file, else
     MTPLINT_PROBE_MEMORY, else the default."""
-    environ = os.environ if environ is None else environ
-    for value, source in ((setting, "--probe-memory"), (environ.get(ENV) or None, ENV)):
+    env = os.environ if environ is None else environ
+    for value, source in ((setting, "--probe-memory"), (env.get(ENV) or None, ENV)):
         if value is None:
             continue
         try:

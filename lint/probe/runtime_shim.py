@@ -149,7 +149,8 @@ class _StubLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         mod = _StubModule(spec.name)
         mod.__path__ = []  # a package, so submodules (deep_gemm._C.*) resolve to stubs too
-        mod.__mtplint_stub__ = True
+        # The marker goes in this module's own dict: declared on _StubModule, child stubs would carry it too.
+        vars(mod)["__mtplint_stub__"] = True
         return mod
 
     def exec_module(self, module: types.ModuleType) -> None:
@@ -209,7 +210,7 @@ def install_op_fallbacks() -> None:
                 return _Inert(f"torch.ops.{self.name}.{op_name}")
             raise
 
-    torch._ops._OpNamespace.__getattr__ = getattr_with_fallback
+    torch._ops._OpNamespace.__getattr__ = getattr_with_fallback  # type: ignore[method-assign]  # the fallback is the point
 
     real_register_fake = torch.library.register_fake
 
@@ -258,12 +259,12 @@ def install_cuda_inert_objects() -> None:
     torch.cuda.Event = _InertStream  # type: ignore[misc,assignment]
     torch.cuda.current_stream = lambda *a, **k: _InertStream()  # type: ignore[assignment]
     torch.cuda.stream = lambda *a, **k: _InertStream()  # type: ignore[assignment]
-    torch.cuda.set_device = lambda *a, **k: None  # type: ignore[assignment]
-    torch.cuda.synchronize = lambda *a, **k: None  # type: ignore[assignment]
-    torch.cuda.empty_cache = lambda *a, **k: None  # type: ignore[assignment]
+    torch.cuda.set_device = lambda *a, **k: None
+    torch.cuda.synchronize = lambda *a, **k: None
+    torch.cuda.empty_cache = lambda *a, **k: None
     # Some layers allocate on `current_platform.current_device()`; the meta mode then
     # moves the allocation to meta, so any device index will do.
-    torch.cuda.current_device = lambda: 0  # type: ignore[assignment]
+    torch.cuda.current_device = lambda: 0
 
 
 def install_platform(sm: tuple[int, int], device_name: str, total_memory: int, device_count: int = 8) -> Any:
@@ -273,8 +274,9 @@ def install_platform(sm: tuple[int, int], device_name: str, total_memory: int, d
     from vllm.platforms.interface import DeviceCapability
 
     class ProbedCudaPlatform(NonNvmlCudaPlatform):
+        # vLLM caches the real one (lru_cache); a constant answer needs no cache.
         @classmethod
-        def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:
+        def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:  # type: ignore[override]
             return DeviceCapability(major=sm[0], minor=sm[1])
 
         @classmethod
@@ -303,7 +305,7 @@ def install_platform(sm: tuple[int, int], device_name: str, total_memory: int, d
             return 132
 
     platform = ProbedCudaPlatform()
-    platforms._current_platform = platform
+    platforms._current_platform = platform  # type: ignore[assignment]  # vLLM's lazy slot, typed as its initial None
     return platform
 
 
