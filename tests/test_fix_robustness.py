@@ -355,6 +355,7 @@ def run_fix(fixture: dict, d: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.probe
 def test_fix_removes_leftovers_of_a_killed_run_and_says_so(tmp_path, fixture):
     d = copy_fixture(fixture, tmp_path / "ckpt")
     leftover = d / f".config.json.{uuid.uuid4().hex[:8]}.mtplint-tmp"
@@ -366,6 +367,7 @@ def test_fix_removes_leftovers_of_a_killed_run_and_says_so(tmp_path, fixture):
     assert not leftover.exists() and not (d / LOCK_NAME).exists()
 
 
+@pytest.mark.probe
 def test_second_fix_waits_for_the_lock_then_plans_from_what_the_first_wrote(tmp_path, fixture):
     d = copy_fixture(fixture, tmp_path / "ckpt")
     run_fix(fixture, d, *NOTHING)  # warm the probe cache: the wait below is then all that takes time

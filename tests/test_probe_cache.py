@@ -127,6 +127,7 @@ def warm(tmp_path_factory) -> tuple[Path, Path, dict, bytes]:
 POISONS_E2E = ["empty-object", "enveloped-list", "enveloped-wrong-structure", "entry-of-another-key", "truncated-gzip"]
 
 
+@pytest.mark.probe
 @pytest.mark.parametrize("name", POISONS_E2E)
 def test_lint_reprobes_past_a_poisoned_entry(warm, name):
     ckpt, entry, baseline, good = warm
@@ -142,6 +143,7 @@ def test_lint_reprobes_past_a_poisoned_entry(warm, name):
     assert cache.decode(key, entry.read_bytes()).schema == REPORT_SCHEMA
 
 
+@pytest.mark.probe
 def test_valid_entry_is_a_hit(warm):
     ckpt, entry, baseline, good = warm
     entry.write_bytes(good)

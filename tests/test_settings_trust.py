@@ -171,6 +171,7 @@ def _mimo_with_marker(dest: Path, marker: Path) -> Path:
     return ckpt
 
 
+@pytest.mark.probe
 def test_checkpoint_cannot_enable_remote_code(tmp_path):
     marker = tmp_path / "config-code-ran"
     ckpt = _mimo_with_marker(tmp_path / "ckpt", marker)
@@ -210,6 +211,7 @@ def findings_ckpt(tmp_path_factory) -> tuple[Path, Path, dict]:
     return ckpt, cache, report
 
 
+@pytest.mark.probe
 def test_checkpoint_cannot_pick_the_interpreter(findings_ckpt, tmp_path):
     ckpt, cache, _ = findings_ckpt
     marker = tmp_path / "interpreter-ran"
@@ -233,6 +235,7 @@ def test_checkpoint_cannot_pick_the_interpreter(findings_ckpt, tmp_path):
         (ckpt / "mtplint.toml").unlink(missing_ok=True)
 
 
+@pytest.mark.probe
 def test_checkpoint_cannot_hide_findings(findings_ckpt, tmp_path):
     ckpt, cache, baseline = findings_ckpt
     (ckpt / "mtplint.toml").write_text('ignore = "MTP"\n')

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mtplint.checks.context import Context
 from mtplint.checks.index_coverage import shards_outside_the_index
-from mtplint.findings import Finding, Location
+from mtplint.findings import Finding, Fixes, Location
 from mtplint.fixer import index_shards
 from mtplint.fixer.plan import render
 from mtplint.inventory import checkpoint
@@ -19,6 +19,9 @@ from mtplint.inventory.checkpoint import load_inventory
 
 from fixtures.build import cached_build
 from fixtures.sparse import write_sharded, write_sparse
+
+# A finding selects the fixes that act on it by recommending them.
+RECOMMENDS_FIX = Fixes(artifact=[index_shards.ID])
 
 MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
 TRUNK = [(f"model.layers.{i}.mlp.down_proj.weight", "BF16", (16, 16)) for i in range(2)]
@@ -95,7 +98,9 @@ def test_fix_adds_the_sidecar_tensors_to_the_weight_map(tmp_path):
     root = make(tmp_path)
     inv = load_inventory(root)
     before = json.loads((root / "model.safetensors.index.json").read_text())
-    finding = Finding("MTP015", "shards-outside-the-index", "error", "", Location(file="mtp.safetensors"))
+    finding = Finding(
+        "MTP015", "shards-outside-the-index", "error", "", Location(file="mtp.safetensors"), fixes=RECOMMENDS_FIX
+    )
     changes = index_shards.plan(inv, None, [finding])  # type: ignore[arg-type]
     (_, new), *_ = render(root, changes).json.values()
     after = json.loads(new)
@@ -109,7 +114,7 @@ def test_fix_leaves_names_the_index_already_has(tmp_path):
     write_sparse(root / "dup.safetensors", [TRUNK[0]])
     inv = load_inventory(root)
     findings = [
-        Finding("MTP015", "shards-outside-the-index", "error", "", Location(file=f))
+        Finding("MTP015", "shards-outside-the-index", "error", "", Location(file=f), fixes=RECOMMENDS_FIX)
         for f in ("dup.safetensors", "mtp.safetensors")
     ]
     (change,) = index_shards.plan(inv, None, findings)  # type: ignore[arg-type]

@@ -8,9 +8,9 @@ failing after loading the whole target.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from .. import mtp_layout
 from ..findings import Finding
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
@@ -21,24 +21,9 @@ CONFIG = "config.json"
 
 
 def mtp_layers_on_disk(inventory: Inventory) -> int:
-    """MTP layers present, counted as the family loaders name them: `mtp.{i}.` (DeepSeek-V4),
-    `mtp.layers.{i}.` (Qwen3.5), `model.layers.{N+i}.` (DeepSeek-V3, GLM). Only a
+    """MTP layers present, as the family loaders name them (mtplint.mtp_layout); only a
     contiguous run from 0 counts: loaders build layers 0..depth-1."""
-    text = inventory.config.get("text_config")
-    n = (text if isinstance(text, dict) and "num_hidden_layers" in text else inventory.config).get("num_hidden_layers")
-    found: set[int] = set()
-    pats = [re.compile(r"^(?:model\.)?(?:language_model\.)?mtp\.(?:layers\.)?(\d+)\.")]
-    for name in inventory.tensors:
-        for p in pats:
-            if m := p.match(name):
-                found.add(int(m.group(1)))
-        layer = re.match(r"^(?:model\.)?(?:language_model\.)?layers\.(\d+)\.", name)
-        if isinstance(n, int) and layer and int(layer.group(1)) >= n:
-            found.add(int(layer.group(1)) - n)
-    depth = 0
-    while depth in found:
-        depth += 1
-    return depth
+    return mtp_layout.depth_on_disk(inventory.tensors, inventory.config)
 
 
 def plan(

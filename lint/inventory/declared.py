@@ -48,18 +48,7 @@ def parse_declared(config: dict, hf_quant_config: dict | None, root: Path) -> De
         d = DeclaredQuant(method=None, source=CONFIG, raw=copy.deepcopy(qc))
         d.details["quant_method"] = written
         return d
-    if method == "compressed-tensors":
-        d = _parse_compressed_tensors(qc, key, cfg_path)
-    elif method.startswith("modelopt"):
-        d = _parse_modelopt(qc, key + ".", cfg_path, CONFIG, hf_quant_config)
-    elif method == "fp8":
-        d = _parse_fp8(qc, key, cfg_path, config)
-    elif method == "gptq":
-        d = _parse_gptq(qc, key, cfg_path)
-    elif method == "awq":
-        d = _parse_awq(qc, key, cfg_path)
-    else:
-        d = _parse_generic(qc, key, cfg_path, method)
+    d = _parse_method(method, qc, key, cfg_path, config, hf_quant_config)
     d.method = method
     d.source = CONFIG
     d.raw = copy.deepcopy(qc)
@@ -67,6 +56,23 @@ def parse_declared(config: dict, hf_quant_config: dict | None, root: Path) -> De
     if method == "mxfp4" and config.get("model_type") == "gpt_oss":
         d.details["vllm_method"] = "gpt_oss_mxfp4"
     return d
+
+
+def _parse_method(
+    method: str, qc: dict, key: str, cfg_path: str, config: dict, hf_quant_config: dict | None
+) -> DeclaredQuant:
+    """The declared quantization, read by its format's own parser."""
+    if method == "compressed-tensors":
+        return _parse_compressed_tensors(qc, key, cfg_path)
+    if method.startswith("modelopt"):
+        return _parse_modelopt(qc, key + ".", cfg_path, CONFIG, hf_quant_config)
+    if method == "fp8":
+        return _parse_fp8(qc, key, cfg_path, config)
+    if method == "gptq":
+        return _parse_gptq(qc, key, cfg_path)
+    if method == "awq":
+        return _parse_awq(qc, key, cfg_path)
+    return _parse_generic(qc, key, cfg_path, method)
 
 
 def find_quant_config(config: dict) -> tuple[Any, str]:

@@ -150,10 +150,9 @@ def fingerprint_modules(tensors: Iterable[TensorInfo], hint: str | None = None) 
 
 
 def classify_module(module: str, leaves: Mapping[str, TensorInfo], hint: str | None = None) -> ModuleFormat:
+    canon: Mapping[str, TensorInfo] = leaves
     if is_fused_expert_module(module):
         canon = {canonical_leaf(module, leaf): t for leaf, t in leaves.items()}
-    else:
-        canon = leaves
     kind, weight_dtype = _classify(canon, hint)
     return ModuleFormat(module=module, kind=kind, weight_dtype=weight_dtype, suffixes=tuple(sorted(leaves)))
 

@@ -168,7 +168,10 @@ def _decode(blob: bytes, sig: str) -> dict:
     modules = {m: ModuleFormat(m, k, w, s) for m, k, w, s in zip(*data["m"], strict=True)}
     unindexed: dict[str, list[TensorInfo] | None] = {s: ([] if readable else None) for s, readable in data["unindexed"]}
     for t in _rows(data["u"], files).values():
-        unindexed[t.file].append(t)  # a KeyError or None here: a corrupt entry, a miss
+        rows = unindexed[t.file]  # a KeyError here: a corrupt entry, a miss
+        if rows is None:
+            raise ValueError("tensors listed for an unreadable shard")
+        rows.append(t)
     return {
         "unindexed": unindexed,
         "other_indexes": [str(n) for n in data["other_indexes"]],

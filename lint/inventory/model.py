@@ -26,7 +26,9 @@ class ModuleFormat:
     """The on-disk format of one module (tensors sharing a module path), as fingerprinted from its tensors."""
 
     module: str
-    kind: str  # "bf16", "fp16", "fp32", "fp8", "fp8-block", "fp8-dsv4", "ct-pack-quantized", "ct-nvfp4", "modelopt-nvfp4", "gptq", "awq", "mxfp4", "fp4-packed", ...
+    # "bf16", "fp16", "fp32", "fp8", "fp8-block", "fp8-dsv4", "ct-pack-quantized", "ct-nvfp4",
+    # "modelopt-nvfp4", "gptq", "awq", "mxfp4", "fp4-packed", ...
+    kind: str
     weight_dtype: str | None
     suffixes: tuple[str, ...]  # the tensor leaf names under the module: ("weight", "weight_scale_inv")
 

@@ -217,7 +217,7 @@ class HubShards:
         try:
             with session.stream("GET", url, headers=headers, timeout=TIMEOUT_S, follow_redirects=True) as r:
                 if r.status_code == 416:  # an empty file: no byte to give
-                    return b"", _total(r.headers.get("Content-Range"), 0)
+                    return b"", _total(r.headers.get("Content-Range"), 0) or 0
                 hf_raise_for_status(r)
                 if r.status_code == 206:
                     size = _total(r.headers.get("Content-Range"), None)

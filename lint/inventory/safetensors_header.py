@@ -200,8 +200,8 @@ def _signed_int(text: str) -> int | float:
 
 
 _HOOKS = dict(object_pairs_hook=pairs_noting_dups, parse_constant=reject_constant, parse_float=finite_float)
-_DECODER = json.JSONDecoder(**_HOOKS)  # type: ignore[arg-type]
-_SIGNED_DECODER = json.JSONDecoder(parse_int=_signed_int, **_HOOKS)  # type: ignore[arg-type]
+_DECODER = json.JSONDecoder(**_HOOKS)
+_SIGNED_DECODER = json.JSONDecoder(parse_int=_signed_int, **_HOOKS)
 
 
 def _validate(header: dict, where: str, rel: str, base: int, plain: bool) -> tuple[dict[str, TensorInfo], int]:
@@ -224,7 +224,13 @@ def _validate(header: dict, where: str, rel: str, base: int, plain: bool) -> tup
             shape = info["shape"]
             offsets = info["data_offsets"]
             nbytes = size_of(info["dtype"])
-            if type(shape) is not list or len(shape) > 8 or type(offsets) is not list or len(offsets) != 2:
+            if (
+                nbytes is None  # a dtype without a whole-byte size: the slow path explains it
+                or type(shape) is not list
+                or len(shape) > 8
+                or type(offsets) is not list
+                or len(offsets) != 2
+            ):
                 return _validate_slow(header, where, rel, base)
             for d in shape:
                 # Bounded before multiplying: 8 dims of 4,000 digits each would cost ms per entry.

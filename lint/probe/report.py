@@ -208,6 +208,7 @@ class PatchRecord:
     @classmethod
     def from_apply(cls, patch_id: str, result: dict[str, Any]) -> PatchRecord:
         rest = dict(result)
+        rest.pop("id", None)  # the record's own field
         return cls(
             id=patch_id, status=str(rest.pop("status", "")), replaced=list(rest.pop("replaced", [])), details=rest
         )

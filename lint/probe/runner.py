@@ -211,6 +211,9 @@ def _run_child(
     env["VLLM_CONFIGURE_LOGGING"] = "1"
     env.setdefault("CUDA_VISIBLE_DEVICES", "")
     env["MTPLINT_PROBE_CHILD"] = "1"
+    # Drafts that build a Sampler (Hy3) import FlashInfer for it, a GPU-only package the probe
+    # environment lacks; vLLM's own switch picks the PyTorch sampler, which builds the same modules.
+    env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
     env["MTPLINT_PROBE_TENSORS"] = str(tensors_file)  # what patches read instead of shards
     env[PARENT_ENV] = str(os.getpid())
     # Whatever vLLM, torch or a patch writes to a temp file lands in ours and goes with it.
@@ -291,6 +294,15 @@ def _raise_for_environment(report: ProbeReport) -> None:
     for needle, why in _ENVIRONMENT_ERRORS:
         if needle in message:
             raise ProbeFailure(f"the vLLM probe cannot build this architecture here: {why}", detail=message[-1500:])
+    # A module the probed environment lacks says nothing about the checkpoint: a probe failure
+    # naming the family and the module, never an MTP009 verdict.
+    for model, err in report.construction_errors.items():
+        if err.type in ("ModuleNotFoundError", "ImportError"):
+            arch = report.models[model].architecture if model in report.models else model
+            raise ProbeFailure(
+                f"the vLLM probe cannot build the {model} model ({arch}) here: {err.type}: {err.message}",
+                detail=err.message[-1500:],
+            )
 
 
 _EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]: )?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)): (.*)$")
