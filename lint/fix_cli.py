@@ -71,7 +71,7 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
     """A run that may write holds the checkpoint's fix lock from its first lint to its re-lint,
     so a concurrent run waits and then plans from what this one wrote. A dry run writes nothing
     (not even the lock) and works on a read-only checkpoint."""
-    from .fixer.run import parse_only
+    from .fixer.pipeline import parse_only
     from .fixer.workdir import fix_lock, remove_leftovers
     from .inventory.remote import hub_spec
 
@@ -94,7 +94,7 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
 
 
 def _lint_plan_apply(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
-    from .fixer.run import blocking, choose, lint, plan_all, render_all
+    from .fixer.pipeline import blocking, choose, lint, plan_all, render_all
 
     say = progress_reporter(s["quiet"])
     if say:
@@ -147,7 +147,7 @@ def _print_plan(plans: dict[str, list[Any]]) -> None:
 
 
 def _print_dry_run(rendered: Any, plans: dict[str, list[Any]], failing: list[Finding], leaves: set[str]) -> None:
-    from .fixer.run import unaddressed
+    from .fixer.pipeline import unaddressed
 
     diff = rendered.diff()
     if diff:

@@ -5,17 +5,17 @@ and the probed vLLM version. Sits above the engine, beside the fixer and the pat
 from __future__ import annotations
 
 from .checks.context import Hit
+from .engine.evaluate import artifact_fixes
 from .engine.rule import Rule
-from .engine.run import artifact_fixes
 from .findings import Fixes
-from .fixer import registry as fixes_registry
-from .patches import registry as patches_registry
+from .fixer import catalog as fix_catalog
+from .patches import catalog as patch_catalog
 
 
 def recommend(rule: Rule, hit: Hit, vllm_version: str) -> Fixes:
     model = hit.evidence.get("model") or hit.fields.get("model")
     path = next((hit.fields[k] for k in ("module", "param") if hit.fields.get(k) is not None), None)
     return Fixes(
-        patches=patches_registry.recommendable(rule.fixes.get("patches", []), vllm_version, model, path),
-        artifact=fixes_registry.known(artifact_fixes(rule, hit)),
+        patches=patch_catalog.recommendable(rule.fixes.get("patches", []), vllm_version, model, path),
+        artifact=fix_catalog.known(artifact_fixes(rule, hit)),
     )

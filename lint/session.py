@@ -153,7 +153,7 @@ def lint(
     from .envs.resolve import probe_target
     from .gpus import resolve
     from .inventory.checkpoint import load_inventory
-    from .patches.registry import PATCHES, in_range
+    from .patches.catalog import PATCHES, in_range
     from .preflight import check_config, explain_depth_zero, raise_for_config_error
     from .probe import cache
     from .probe.memory_cap import resolve_limit
@@ -224,7 +224,7 @@ def judge(
     """The rule checks over one probe report: findings, with the fixes this mtplint ships
     and the exact serve command for the inputs linted. No vLLM here: the fast test tier
     runs this on recorded reports."""
-    from .engine.run import evaluate
+    from .engine.evaluate import evaluate
     from .recommend import recommend
 
     findings, evaluated = evaluate(

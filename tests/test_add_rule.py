@@ -53,7 +53,7 @@ def test_scaffolded_rule_loads_orders_and_runs(tmp_path):
         f"assert mtplint.__file__.startswith({str(root)!r}), mtplint.__file__\n"
         "from mtplint.engine.loader import load_rules\n"
         "from mtplint.engine.order import rule_order\n"
-        "from mtplint.engine.run import evaluate\n"
+        "from mtplint.engine.evaluate import evaluate\n"
         "from mtplint.inventory.checkpoint import load_inventory\n"
         "from recorded_cases import read_recorded\n"
         "from fixtures.build import cached_build\n"

@@ -313,7 +313,7 @@ def _inv(config: dict, hf_quant: dict | None = None):
 
 
 def test_exclusion_entries_are_spelled_and_placed_per_format():
-    from mtplint.fixer.exclusions import exclusion_list
+    from mtplint.fixer.exclusion_list import exclusion_list
 
     gptq = {"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "dynamic": {"-:^mtp\\.": {}}}}
     lst = exclusion_list(_inv(gptq))
@@ -414,8 +414,8 @@ def test_shard_writer_copies_bytes_through_holes(tmp_path):
 def test_a_fix_killed_at_any_write_leaves_a_loadable_checkpoint(recipe, args, tmp_path, probe_cache, monkeypatch):
     """os.replace is where a file changes; failing the k-th call stands for a kill there."""
     from mtplint.fixer import apply as apply_mod
+    from mtplint.fixer.pipeline import choose, lint, plan_all, render_all
     from mtplint.fixer.plan import Change
-    from mtplint.fixer.run import choose, lint, plan_all, render_all
     from mtplint.inventory.checkpoint import load_inventory
     from mtplint.settings import load_settings
 

@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from mtplint.findings import Finding, Location
+from mtplint.matrix.cells import Cell, combinations, works_on
 from mtplint.matrix.render import build_json, render_junit, render_text
-from mtplint.matrix.run import Cell, combinations, works_on
 
 MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
 

@@ -9,7 +9,7 @@ from importlib.metadata import entry_points
 
 import pytest
 from mtplint.errors import BadInput
-from mtplint.patches import registry
+from mtplint.patches import catalog
 
 
 def test_plugin_entry_point_is_registered():
@@ -21,17 +21,17 @@ def test_every_patch_names_rules_that_exist_and_rules_recommend_only_real_patche
     from mtplint.engine.loader import load_rules
 
     rules = load_rules()
-    for patch in registry.PATCHES.values():
+    for patch in catalog.PATCHES.values():
         assert set(patch.resolves) <= set(rules), patch.id
         assert patch.load() is not None
     for rule in rules.values():
-        for pid in registry.known(rule.fixes["patches"]):
-            assert rule.code in registry.PATCHES[pid].resolves, (rule.code, pid)
+        for pid in catalog.known(rule.fixes["patches"]):
+            assert rule.code in catalog.PATCHES[pid].resolves, (rule.code, pid)
 
 
 def test_unknown_patch_id_is_refused():
     with pytest.raises(BadInput, match="no-such-patch"):
-        registry.apply(["no-such-patch"])
+        catalog.apply(["no-such-patch"])
 
 
 PLUGIN_RUN = r"""
@@ -71,17 +71,17 @@ def test_plugin_refuses_unknown_ids_loudly():
 
 
 def test_versions_compare_as_pep440_with_local_tags_and_prereleases():
-    assert registry.in_range("0.29.0", ">=0.23,<0.30")
-    assert not registry.in_range("0.30.0", ">=0.23,<0.30")
+    assert catalog.in_range("0.29.0", ">=0.23,<0.30")
+    assert not catalog.in_range("0.30.0", ">=0.23,<0.30")
     # PEP 440: `<0.30` excludes 0.30's own pre-releases and dev builds (they may carry the fix).
-    assert not registry.in_range("0.30.0rc1.dev12+g1234abcd", ">=0.23,<0.30")
-    assert registry.in_range("0.29.1.dev3+g1234abcd", ">=0.23,<0.30")
-    assert registry.in_range("0.23.0+cu130", ">=0.23,<0.30")
+    assert not catalog.in_range("0.30.0rc1.dev12+g1234abcd", ">=0.23,<0.30")
+    assert catalog.in_range("0.29.1.dev3+g1234abcd", ">=0.23,<0.30")
+    assert catalog.in_range("0.23.0+cu130", ">=0.23,<0.30")
 
 
 def test_findings_recommend_only_patches_covering_their_module_and_vllm():
     ids = ["mtp-quant-aware-eh-proj", "dsv4-o-proj-bf16-fallback", "dsv4-mtp-eproj-prefix"]
-    rec = registry.recommendable
+    rec = catalog.recommendable
     assert rec(ids, "0.33.0", "draft", "model.layers.61.eh_proj") == ["mtp-quant-aware-eh-proj"]
     assert rec(ids, "0.33.0", "target", "model.layers.3.ffn.experts") == []
     assert rec(ids, "0.29.0", "draft", "model.layers.43.mtp_block.attn.wo_a") == ["dsv4-o-proj-bf16-fallback"]

@@ -59,7 +59,7 @@ def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     from ..checks.context import Context
-    from ..checks.exclusions import aimed_groups
+    from ..checks.exclusion_entries import aimed_groups
 
     aimed = [
         (f, key)
@@ -118,6 +118,6 @@ def plan(
 
 
 def _sections(ctx: Any) -> list[tuple[str, ExclusionSection]]:
-    from ..checks.exclusions import sections
+    from ..checks.exclusion_entries import sections
 
     return sections(ctx)

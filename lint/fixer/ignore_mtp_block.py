@@ -21,7 +21,7 @@ def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     from ..checks.context import Context
-    from .exclusions import exclusion_list, feeders, runtime_entries
+    from .exclusion_list import exclusion_list, feeders, runtime_entries
 
     wanted = []
     for f in findings:

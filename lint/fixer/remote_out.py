@@ -15,7 +15,7 @@ from ..textsafe import terminal_safe
 
 def fix_remote(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
     from ..fix_cli import _counts, _list, _print_dry_run, _print_plan
-    from .run import blocking, choose, lint, plan_all, render_all
+    from .pipeline import blocking, choose, lint, plan_all, render_all
 
     out = s.get("out")
     if not out and not s.get("dry_run"):

@@ -22,8 +22,8 @@ def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     from ..checks.context import Context
-    from ..checks.exclusions import ondisk_modules_meant, runtime_prefixes_for
-    from .exclusions import exclusion_list, feeders, runtime_entries
+    from ..checks.exclusion_entries import ondisk_modules_meant, runtime_prefixes_for
+    from .exclusion_list import exclusion_list, feeders, runtime_entries
 
     # Entries of a list compared with on-disk block names (evidence.vllm_compares) are
     # ignore-expert-blocks-as-compared's: runtime names in the usual key would not reach it.

@@ -54,8 +54,8 @@ def _matrix(path: Path, opts: dict[str, Any]) -> int:
     from ..findings import SEVERITY_RANK
     from ..session import lint
     from ..settings import load_and_announce
+    from .cells import run_matrix
     from .render import RENDERERS
-    from .run import run_matrix
 
     axes_given = {
         "vllm": _list(opts.pop("vllm_axis")),

@@ -8,7 +8,7 @@ from typing import Any
 from .. import __version__
 from ..reporters import jsonable
 from ..textsafe import json_safe, terminal_safe
-from .run import Cell, version_key, works_on
+from .cells import Cell, version_key, works_on
 
 SCHEMA_ID = "mtplint/matrix/v1"
 

@@ -17,7 +17,7 @@ def register() -> None:
     ids = [p.strip() for p in os.environ.get("MTPLINT_PATCHES", "").split(",") if p.strip()]
     if not ids:
         return
-    from .registry import apply
+    from .catalog import apply
 
     for result in apply(ids):
         logger.warning("mtplint patch %s: %s", result["id"], result.get("status"))

@@ -8,6 +8,6 @@ from typing import Any
 def apply_patches(ids: list[str]) -> list[dict[str, Any]]:
     if not ids:
         return []
-    from ..patches.registry import apply
+    from ..patches.catalog import apply
 
     return apply(ids)

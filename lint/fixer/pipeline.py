@@ -13,8 +13,8 @@ from ..errors import BadInput
 from ..findings import SEVERITY_RANK, Finding
 from ..session import Linted
 from ..session import lint as session_lint
+from .catalog import FIXES, Fix
 from .plan import Change, Rendered, render
-from .registry import FIXES, Fix
 
 
 def lint(
