@@ -48,7 +48,7 @@ def _run_fix(path: Path, opts: dict[str, Any]) -> int:
     return guarded(lambda: _fix(path, load_and_announce(path, opts)), bool(opts.get("debug")))
 
 
-def _counts(findings: list[Finding]) -> str:
+def counts(findings: list[Finding]) -> str:
     sev = Counter(f.severity for f in findings)
     codes = Counter(f.code for f in findings)
     detail = ", ".join(f"{c} x{n}" for c, n in sorted(codes.items()))
@@ -57,7 +57,7 @@ def _counts(findings: list[Finding]) -> str:
     )
 
 
-def _list(findings: list[Finding], leaves: set[str], expects: dict[str, str] | None = None) -> None:
+def list_failing(findings: list[Finding], leaves: set[str], expects: dict[str, str] | None = None) -> None:
     for f in findings:
         kept = "  [kept on purpose]" if f.id in leaves else ""
         click.echo(f"  {f.code} {f.severity:<7} {terminal_safe(f.message.strip())}{kept}")
@@ -77,7 +77,7 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
 
     only = parse_only(s.get("only"))
     if hub_spec(path) is not None:  # never written in place: its files go to --out
-        from .fixer.remote_out import fix_remote
+        from .fix_remote_cli import fix_remote
 
         return fix_remote(path, s, only)
     if s.get("out"):
@@ -101,7 +101,7 @@ def _lint_plan_apply(path: Path, s: dict[str, Any], only: list[str] | None) -> i
         say(f"linting {path}")
     before = lint(path, s, progress=say)
     root = before.inventory.root
-    click.echo(f"lint: {_counts(before.findings)}")
+    click.echo(f"lint: {counts(before.findings)}")
     fixes = choose(only, before.findings)
     plans = plan_all(before, fixes, {"drop_dead": bool(s.get("drop_dead"))})
     changes = [c for cs in plans.values() for c in cs]
@@ -109,18 +109,18 @@ def _lint_plan_apply(path: Path, s: dict[str, Any], only: list[str] | None) -> i
     failing = [f for f in blocking(before.findings, s["fail_on"]) if f.id not in leaves]
     if not changes:
         click.echo("nothing to fix" + (" with " + ", ".join(only) if only else ""))
-        _list(failing, leaves)
+        list_failing(failing, leaves)
         return EXIT_FINDINGS if failing else EXIT_OK
 
-    _print_plan(plans)
+    print_plan(plans)
     rendered = render_all(root, plans)
     if s.get("dry_run"):
-        _print_dry_run(rendered, plans, failing, leaves)
+        print_dry_run(rendered, plans, failing, leaves)
         return EXIT_OK
 
     if not rendered.json and not rendered.shards:
         click.echo("nothing to write")
-        _list(failing, leaves)
+        list_failing(failing, leaves)
         return EXIT_FINDINGS if failing else EXIT_OK
     if say:
         say("writing")
@@ -128,13 +128,13 @@ def _lint_plan_apply(path: Path, s: dict[str, Any], only: list[str] | None) -> i
     if say:
         say("linting again (new probe)")
     after = lint(path, s, fresh=True, progress=say)
-    click.echo(f"re-lint: {_counts(after.findings)}")
-    _list(after.findings, leaves, {k: v for c in changes for k, v in c.expects.items()})
+    click.echo(f"re-lint: {counts(after.findings)}")
+    list_failing(after.findings, leaves, {k: v for c in changes for k, v in c.expects.items()})
     remaining = [f for f in blocking(after.findings, s["fail_on"]) if f.id not in leaves]
     return EXIT_FINDINGS if remaining else EXIT_OK
 
 
-def _print_plan(plans: dict[str, list[Any]]) -> None:
+def print_plan(plans: dict[str, list[Any]]) -> None:
     click.echo("plan:")
     for fid, cs in plans.items():
         if not cs:
@@ -146,7 +146,7 @@ def _print_plan(plans: dict[str, list[Any]]) -> None:
                 click.echo(f"      note: {terminal_safe(note)}")
 
 
-def _print_dry_run(rendered: Any, plans: dict[str, list[Any]], failing: list[Finding], leaves: set[str]) -> None:
+def print_dry_run(rendered: Any, plans: dict[str, list[Any]], failing: list[Finding], leaves: set[str]) -> None:
     from .fixer.pipeline import unaddressed
 
     diff = rendered.diff()
@@ -162,7 +162,7 @@ def _print_dry_run(rendered: Any, plans: dict[str, list[Any]], failing: list[Fin
     left = unaddressed(failing, {f for f, cs in plans.items() if cs})
     if left:
         click.echo("not named by any planned fix (the re-lint after applying tells whether they remain):")
-        _list(left, leaves)
+        list_failing(left, leaves)
     click.echo("dry run: nothing written")
 
 

@@ -13,13 +13,13 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from mtplint.errors import BadInput
-from mtplint.inventory import memo
-from mtplint.inventory.declared import parse_declared
-from mtplint.inventory.fingerprint import fingerprint_modules
-from mtplint.inventory.model import Inventory, TensorInfo
-from mtplint.inventory.source import LocalShards, ShardSource, weight_files
-from mtplint.inventory.strict_json import clip, read_json_object
+from ..errors import BadInput
+from ..inventory import memo
+from ..inventory.declared import parse_declared
+from ..inventory.fingerprint import fingerprint_modules
+from ..inventory.model import Inventory, TensorInfo
+from ..inventory.source import LocalShards, ShardSource, weight_files
+from ..inventory.strict_json import clip, read_json_object
 
 __all__ = ["INDEX_NAME", "layout_digest", "load_inventory", "read_json_object", "weight_files"]
 
@@ -41,7 +41,7 @@ def load_inventory(path: str | os.PathLike, progress: Progress | None = None) ->
 
 
 def _load(path: str | os.PathLike, progress: Progress | None) -> Inventory:
-    from mtplint.inventory.remote import hub_spec
+    from ..inventory.remote import hub_spec
 
     spec = hub_spec(path)
     if spec is not None:
@@ -99,7 +99,7 @@ def _load_remote(spec: Any, progress: Progress | None) -> Inventory:
     """A hub revision: its small files from huggingface_hub's cache (one request resolves the
     revision), its headers by range requests unless the memo, keyed by the commit, has them.
     Errors name hf://ORG/NAME@COMMIT/FILE, never the cache's local path."""
-    from mtplint.inventory import remote
+    from ..inventory import remote
 
     repo = remote.resolve(spec)
     try:

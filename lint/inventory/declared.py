@@ -12,8 +12,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from mtplint.errors import BadInput
-from mtplint.inventory.model import DeclaredQuant
+from ..errors import BadInput
+from ..inventory.model import DeclaredQuant
 
 CONFIG = "config.json"
 HF_QUANT = "hf_quant_config.json"

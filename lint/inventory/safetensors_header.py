@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mtplint.errors import BadInput
-from mtplint.inventory.model import TensorInfo
-from mtplint.inventory.strict_json import (
+from ..errors import BadInput
+from ..inventory.model import TensorInfo
+from ..inventory.strict_json import (
     U64_LIMIT,
     DupKeys,
     JsonProblem,
@@ -199,9 +199,12 @@ def _signed_int(text: str) -> int | float:
     return -0.0 if text == "-0" else int(text)
 
 
-_HOOKS = dict(object_pairs_hook=pairs_noting_dups, parse_constant=reject_constant, parse_float=finite_float)
-_DECODER = json.JSONDecoder(**_HOOKS)
-_SIGNED_DECODER = json.JSONDecoder(parse_int=_signed_int, **_HOOKS)
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=pairs_noting_dups, parse_constant=reject_constant, parse_float=finite_float
+)
+_SIGNED_DECODER = json.JSONDecoder(
+    object_pairs_hook=pairs_noting_dups, parse_constant=reject_constant, parse_float=finite_float, parse_int=_signed_int
+)
 
 
 def _validate(header: dict, where: str, rel: str, base: int, plain: bool) -> tuple[dict[str, TensorInfo], int]:

@@ -12,11 +12,11 @@ from collections import Counter
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-from mtplint.findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
+from ..findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
 
 if TYPE_CHECKING:
-    from mtplint.engine.rule import Rule
-    from mtplint.reporters.modules import ModuleRow
+    from ..engine.rule import Rule
+    from ..reporters.modules import ModuleRow
 
 FORMATS = ("text", "json", "junit", "sarif", "github")
 
@@ -42,23 +42,23 @@ def render(
     so that annotations land on the repository's files.
     """
     if fmt == "text":
-        from mtplint.reporters.text import render_text
+        from ..reporters.text import render_text
 
         return render_text(result, rules, color=color, full=full, statistics=statistics, modules=modules)
     if fmt == "json":
-        from mtplint.reporters.json_report import render_json
+        from ..reporters.json_report import render_json
 
         return render_json(result, rules)
     if fmt == "junit":
-        from mtplint.reporters.junit import render_junit
+        from ..reporters.junit import render_junit
 
         return render_junit(result, rules, fail_on=fail_on)
     if fmt == "sarif":
-        from mtplint.reporters.sarif import render_sarif
+        from ..reporters.sarif import render_sarif
 
         return render_sarif(result, rules, uri_prefix=uri_prefix)
     if fmt == "github":
-        from mtplint.reporters.github import render_github
+        from ..reporters.github import render_github
 
         return render_github(result, rules, uri_prefix=uri_prefix)
     raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")

@@ -7,14 +7,14 @@ import posixpath
 import re
 from typing import TYPE_CHECKING
 
-from mtplint.findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
-from mtplint.reporters import checkpoint_name, consequence_tree, fix_commands, location_text, summary_line
-from mtplint.reporters.lines import SourceLines
-from mtplint.textsafe import terminal_safe
+from ..findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
+from ..reporters import checkpoint_name, consequence_tree, fix_commands, location_text, summary_line
+from ..reporters.lines import SourceLines
+from ..textsafe import terminal_safe
 
 if TYPE_CHECKING:
-    from mtplint.engine.rule import Rule
-    from mtplint.reporters.modules import ModuleRow
+    from ..engine.rule import Rule
+    from ..reporters.modules import ModuleRow
 
 _COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 # GitHub drops annotations past 10 errors and 10 warnings per step, silently.
@@ -102,7 +102,7 @@ def step_summary(
             )
         out.append("")
     if modules:
-        from mtplint.reporters.modules import HEADERS
+        from ..reporters.modules import HEADERS
 
         out += ["### Draft modules", "", "| " + " | ".join(HEADERS) + " |", "| --- | --- | --- | --- |"]
         out += ["| " + " | ".join(_cell(c) for c in row.cells()) + " |" for row in modules]

@@ -9,13 +9,13 @@ import json
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from mtplint import __version__
-from mtplint.findings import RunResult
-from mtplint.reporters import jsonable, severity_counts
-from mtplint.textsafe import json_safe
+from .. import __version__
+from ..findings import RunResult
+from ..reporters import jsonable, severity_counts
+from ..textsafe import json_safe
 
 if TYPE_CHECKING:
-    from mtplint.engine.rule import Rule
+    from ..engine.rule import Rule
 
 SCHEMA_ID = "mtplint/report/v1"
 SCHEMA_FILE = "report.schema.json"

@@ -10,13 +10,14 @@ import json
 from typing import TYPE_CHECKING
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
-from mtplint import __version__
-from mtplint.findings import SEVERITY_RANK, Finding, RunResult
-from mtplint.reporters import at_least, checkpoint_name, fix_commands, jsonable, location_text, summary_line
-from mtplint.textsafe import json_safe, terminal_safe, terminal_safe_lines
+
+from .. import __version__
+from ..findings import SEVERITY_RANK, Finding, RunResult
+from ..reporters import at_least, checkpoint_name, fix_commands, jsonable, location_text, summary_line
+from ..textsafe import json_safe, terminal_safe, terminal_safe_lines
 
 if TYPE_CHECKING:
-    from mtplint.engine.rule import Rule
+    from ..engine.rule import Rule
 
 
 def render_junit(result: RunResult, rules: dict[str, Rule] | None = None, *, fail_on: str = "error") -> str:

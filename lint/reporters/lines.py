@@ -13,8 +13,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from mtplint.errors import BadInput
-from mtplint.findings import Finding
+from ..errors import BadInput
+from ..findings import Finding
 
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()

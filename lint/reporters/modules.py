@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mtplint.findings import Finding
-    from mtplint.inventory.model import Inventory
-    from mtplint.probe.report import ProbeReport
+    from ..findings import Finding
+    from ..inventory.model import Inventory
+    from ..probe.report import ProbeReport
 
 HEADERS = ("MTP module", "on disk", "vLLM builds", "outcome")
 
@@ -31,8 +31,8 @@ class ModuleRow:
 
 
 def draft_modules(inventory: Inventory, report: ProbeReport | Any, findings: list[Finding]) -> list[ModuleRow]:
-    from mtplint.checks.context import Context, is_quantized_method
-    from mtplint.probe.report import ProbeReport
+    from ..checks.context import Context, is_quantized_method
+    from ..probe.report import ProbeReport
 
     if not isinstance(report, ProbeReport):
         report = ProbeReport.from_json(dict(report))

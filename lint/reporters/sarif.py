@@ -9,15 +9,15 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from mtplint import __version__
-from mtplint.engine.rule import rule_doc_uri
-from mtplint.findings import Finding, RunResult, Suppressed
-from mtplint.reporters import checkpoint_name, consequence_tree, fix_commands, jsonable
-from mtplint.reporters.lines import SourceLines
-from mtplint.textsafe import json_safe, terminal_safe
+from .. import __version__
+from ..engine.rule import rule_doc_uri
+from ..findings import Finding, RunResult, Suppressed
+from ..reporters import checkpoint_name, consequence_tree, fix_commands, jsonable
+from ..reporters.lines import SourceLines
+from ..textsafe import json_safe, terminal_safe
 
 if TYPE_CHECKING:
-    from mtplint.engine.rule import Rule
+    from ..engine.rule import Rule
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/mtplint/mtplint"

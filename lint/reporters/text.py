@@ -15,15 +15,15 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from mtplint.color import Painter, painter
-from mtplint.findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
-from mtplint.reporters import checkpoint_name, consequence_tree, fix_commands, plural, summary_line
-from mtplint.reporters.lines import SourceLines, display_path
-from mtplint.reporters.modules import ModuleRow, table_lines
-from mtplint.textsafe import terminal_safe
+from ..color import Painter, painter
+from ..findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
+from ..reporters import checkpoint_name, consequence_tree, fix_commands, plural, summary_line
+from ..reporters.lines import SourceLines, display_path
+from ..reporters.modules import ModuleRow, table_lines
+from ..textsafe import terminal_safe
 
 if TYPE_CHECKING:
-    from mtplint.engine.rule import Rule
+    from ..engine.rule import Rule
 
 _HEADINGS = {"error": "Errors", "warning": "Warnings", "info": "Info"}
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import click
 
-from ..errors import EXIT_FINDINGS, EXIT_OK, BadInput
-from ..textsafe import terminal_safe
+from .errors import EXIT_FINDINGS, EXIT_OK, BadInput
+from .textsafe import terminal_safe
 
 
 def fix_remote(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
-    from ..fix_cli import _counts, _list, _print_dry_run, _print_plan
-    from .pipeline import blocking, choose, lint, plan_all, render_all
+    from .fix_cli import counts, list_failing, print_dry_run, print_plan
+    from .fixer.pipeline import blocking, choose, lint, plan_all, render_all
 
     out = s.get("out")
     if not out and not s.get("dry_run"):
@@ -25,7 +25,7 @@ def fix_remote(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
         )
     before = lint(path, s)
     origin = before.inventory.origin or str(path)
-    click.echo(f"lint: {_counts(before.findings)}")
+    click.echo(f"lint: {counts(before.findings)}")
     fixes = choose(only, before.findings)
     plans = plan_all(before, fixes, {"drop_dead": bool(s.get("drop_dead"))})
     changes = [c for cs in plans.values() for c in cs]
@@ -33,12 +33,12 @@ def fix_remote(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
     failing = [f for f in blocking(before.findings, s["fail_on"]) if f.id not in leaves]
     if not changes:
         click.echo("nothing to fix" + (" with " + ", ".join(only) if only else ""))
-        _list(failing, leaves)
+        list_failing(failing, leaves)
         return EXIT_FINDINGS if failing else EXIT_OK
-    _print_plan(plans)
+    print_plan(plans)
     rendered = render_all(before.inventory.root, plans)  # the snapshot's files, read only
     if s.get("dry_run"):
-        _print_dry_run(rendered, plans, failing, leaves)
+        print_dry_run(rendered, plans, failing, leaves)
         return EXIT_OK
     if rendered.shards:
         names = ", ".join(terminal_safe(n) for n in rendered.shards)
@@ -51,7 +51,7 @@ def fix_remote(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
 
 
 def _write_out(out: Path, rendered: Any, origin: str) -> int:
-    from .apply import write_atomic
+    from .fixer.apply import write_atomic
 
     out = out.expanduser()
     try:
