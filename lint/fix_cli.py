@@ -94,7 +94,7 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
 
 
 def _lint_plan_apply(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
-    from .fixer.pipeline import blocking, choose, lint, plan_all, render_all
+    from .fixer.pipeline import blocking, lint, plan_fixes, render_all
 
     say = progress_reporter(s["quiet"])
     if say:
@@ -102,11 +102,7 @@ def _lint_plan_apply(path: Path, s: dict[str, Any], only: list[str] | None) -> i
     before = lint(path, s, progress=say)
     root = before.inventory.root
     click.echo(f"lint: {counts(before.findings)}")
-    fixes = choose(only, before.findings)
-    plans = plan_all(before, fixes, {"drop_dead": bool(s.get("drop_dead"))})
-    changes = [c for cs in plans.values() for c in cs]
-    leaves = {i for c in changes for i in c.leaves}
-    failing = [f for f in blocking(before.findings, s["fail_on"]) if f.id not in leaves]
+    plans, changes, leaves, failing = plan_fixes(before, only, bool(s.get("drop_dead")), s["fail_on"])
     if not changes:
         click.echo("nothing to fix" + (" with " + ", ".join(only) if only else ""))
         list_failing(failing, leaves)

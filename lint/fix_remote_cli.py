@@ -15,7 +15,7 @@ from .textsafe import terminal_safe
 
 def fix_remote(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
     from .fix_cli import counts, list_failing, print_dry_run, print_plan
-    from .fixer.pipeline import blocking, choose, lint, plan_all, render_all
+    from .fixer.pipeline import lint, plan_fixes, render_all
 
     out = s.get("out")
     if not out and not s.get("dry_run"):
@@ -26,11 +26,7 @@ def fix_remote(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
     before = lint(path, s)
     origin = before.inventory.origin or str(path)
     click.echo(f"lint: {counts(before.findings)}")
-    fixes = choose(only, before.findings)
-    plans = plan_all(before, fixes, {"drop_dead": bool(s.get("drop_dead"))})
-    changes = [c for cs in plans.values() for c in cs]
-    leaves = {i for c in changes for i in c.leaves}
-    failing = [f for f in blocking(before.findings, s["fail_on"]) if f.id not in leaves]
+    plans, changes, leaves, failing = plan_fixes(before, only, bool(s.get("drop_dead")), s["fail_on"])
     if not changes:
         click.echo("nothing to fix" + (" with " + ", ".join(only) if only else ""))
         list_failing(failing, leaves)

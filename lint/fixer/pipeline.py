@@ -46,6 +46,18 @@ def plan_all(linted: Linted, fixes: list[Fix], options: dict[str, Any]) -> dict[
     return {f.id: f.plan_for(linted.inventory, linted.report, linted.findings, options) for f in fixes}
 
 
+def plan_fixes(
+    before: Linted, only: list[str] | None, drop_dead: bool, fail_on: str
+) -> tuple[dict[str, list[Change]], list[Change], set[str], list[Finding]]:
+    """The plans of the chosen fixes, their changes, the findings those changes leave in place
+    on purpose (kept entries), and the findings at or above fail_on that no change leaves."""
+    plans = plan_all(before, choose(only, before.findings), {"drop_dead": drop_dead})
+    changes = [c for cs in plans.values() for c in cs]
+    leaves = {i for c in changes for i in c.leaves}
+    failing = [f for f in blocking(before.findings, fail_on) if f.id not in leaves]
+    return plans, changes, leaves, failing
+
+
 def render_all(root: Path, plans: dict[str, list[Change]]) -> Rendered:
     return render(root, [c for changes in plans.values() for c in changes])
 
