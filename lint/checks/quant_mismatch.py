@@ -1,0 +1,217 @@
+"""Layers built with one quantization and fed another: quantized layers given unquantized
+tensors (MTP002) and unquantized layers given quantized ones (MTP003)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..findings import Location
+from ..probe.report import MODELS, LoadError
+from . import check
+from .context import Cause, Context, Hit, frame_json, is_quantized_method
+
+
+def _group(ctx: Context) -> dict[tuple[str, str], list[LoadError]]:
+    """Load errors by (model, the runtime module the failing tensor was headed for)."""
+    groups: dict[tuple[str, str], list[LoadError]] = defaultdict(list)
+    for model, err in ctx.load_errors():
+        module = ctx.error_module(model, err)
+        if module:
+            groups[(model, module)].append(err)
+    return groups
+
+
+def _tensor(err: LoadError) -> str:
+    # Errors are grouped by what their tensor is stored as: only errors naming one are.
+    assert err.tensor is not None
+    return err.tensor
+
+
+def _exclusion_causes(model: str, prefix: str) -> list[Cause]:
+    """What a module built with the wrong scheme is most likely a consequence of: the dead
+    exclusion entry meant for its prefix, or (draft) one meant for the MTP block."""
+    causes = [Cause("exclusion-missed", (model, prefix))]
+    return [*causes, Cause("mtp-exclusion")] if model == "draft" else causes
+
+
+@check(fields=("module", "method", "disk_format", "tensor", "error"))
+def quantized_layer_fed_unquantized(ctx: Context, options: None) -> list[Hit]:
+    hits = []
+    for (model, module), errs in _group(ctx).items():
+        decision = ctx.decision_for_module_path(model, module)
+        if decision is None or not is_quantized_method(decision.method):
+            continue
+        disk = [ctx.disk_format(e.tensor) for e in errs if e.tensor]
+        if not disk or any(d is None or d.quantized for d in disk):
+            continue
+        first = errs[0]
+        hit = Hit(
+            key=f"{model}:{decision.prefix}",
+            fields={
+                "module": module,
+                "method": decision.method,
+                "disk_format": disk[0].kind,  # type: ignore[union-attr]  # none is None (above)
+                "tensor": _tensor(first),
+                "error": f"vLLM fails to load it: {first.type}: {first.message}",
+            },
+            location=Location(file=ctx.tensor_file(first.tensor), tensor=first.tensor),
+            evidence={
+                "model": model,
+                "construction_prefix": decision.prefix,
+                "layer_class": decision.layer_class,
+                "failed_tensors": len(errs),
+                "examples": [e.tensor for e in errs[:5]],
+                "vllm_frame": frame_json(first),
+                "runtime_params": sorted(ctx.params_under(model, module))[:12],
+            },
+            because=_exclusion_causes(model, decision.prefix),
+            provides=[Cause("quant-mismatch", (model, module))],
+            claims=[("load-error", model, e.tensor) for e in errs],
+        )
+        hits.append(hit)
+    hits += _silent_quantized_fed_unquantized(ctx, {h.key for h in hits})
+    return hits
+
+
+def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]:
+    """No error, still wrong: a 16-bit weight copied into a quantized layer's weight slot
+    (same shape for per-tensor/block FP8), its scales never loaded."""
+    hits: dict[str, Hit] = {}
+    for model in MODELS:
+        for tensor, params in ctx.fed(model).items():
+            if not tensor.endswith(".weight"):
+                continue
+            disk = ctx.disk_format(tensor)
+            if disk is None or disk.quantized:
+                continue
+            for p in params:
+                module = p.rsplit(".", 1)[0]
+                decision = ctx.decision_for_module_path(model, module)
+                if decision is None or not is_quantized_method(decision.method):
+                    continue
+                if decision.module_path != module:
+                    continue  # a sub-part (router, norm) of a quantized block
+                key = f"{model}:{decision.prefix}"
+                if key in seen or key in hits:
+                    continue
+                param_dtype = _param_info(ctx, model, p)[0]
+                unloaded = sorted(q for q in ctx.params_under(model, module) if not ctx.param_initialized(model, q))
+                if not unloaded:
+                    continue  # every quantized slot got a tensor: not this failure
+                hits[key] = Hit(
+                    key=key,
+                    fields={
+                        "module": module,
+                        "method": decision.method,
+                        "disk_format": disk.kind,
+                        "tensor": tensor,
+                        "error": f"vLLM loads it without an error: the {disk.weight_dtype} weight is "
+                        f"copied into the {param_dtype} parameter and "
+                        f"{', '.join(u.rsplit('.', 1)[1] for u in unloaded)} stay uninitialized",
+                    },
+                    location=Location(file=ctx.tensor_file(tensor), tensor=tensor),
+                    evidence={
+                        "model": model,
+                        "construction_prefix": decision.prefix,
+                        "silent": True,
+                        "param": p,
+                        "param_dtype": param_dtype,
+                        "never_loaded": unloaded,
+                    },
+                    because=_exclusion_causes(model, decision.prefix),
+                    provides=[Cause("quant-mismatch", (model, module))],
+                )
+    return list(hits.values())
+
+
+@check(fields=("module", "layer_class", "disk_format", "tensor"))
+def unquantized_layer_fed_quantized(ctx: Context, options: None) -> list[Hit]:
+    hits = _raised_unquantized_fed_quantized(ctx)
+    # A module vLLM raised for is reported once, from its error.
+    for key, hit in _silent_unquantized_fed_quantized(ctx).items():
+        hits.setdefault(key, hit)
+    return list(hits.values())
+
+
+def _raised_unquantized_fed_quantized(ctx: Context) -> dict[str, Hit]:
+    """vLLM raised: a quantized tensor (or its scale) had no slot in an unquantized layer."""
+    hits: dict[str, Hit] = {}
+    for (model, module), errs in _group(ctx).items():
+        decision = ctx.decision_for_module_path(model, module)
+        if decision is not None and is_quantized_method(decision.method):
+            continue
+        disk = [ctx.disk_format(e.tensor) for e in errs if e.tensor]
+        if not disk or not all(d is not None and d.quantized for d in disk):
+            continue
+        first = errs[0]
+        layer_class = decision.layer_class if decision else _owner_class(ctx, model, module)
+        hits[f"{model}:{module}"] = Hit(
+            key=f"{model}:{module}",
+            fields={
+                "module": module,
+                "layer_class": layer_class,
+                "disk_format": disk[0].kind,  # type: ignore[union-attr]  # none is None (above)
+                "tensor": _tensor(first),
+            },
+            location=Location(file=ctx.tensor_file(first.tensor), tensor=first.tensor),
+            evidence={
+                "model": model,
+                "error": f"{first.type}: {first.message}",
+                "vllm_frame": frame_json(first),
+                "quant_method": decision.method if decision else None,
+            },
+            provides=[Cause("quant-mismatch", (model, module))],
+            claims=[("load-error", model, e.tensor) for e in errs],
+        )
+    return hits
+
+
+def _silent_unquantized_fed_quantized(ctx: Context) -> dict[str, Hit]:
+    """No error: the packed weight landed in an unquantized parameter and its scales in nothing."""
+    hits: dict[str, Hit] = {}
+    for model in MODELS:
+        for tensor, params in ctx.fed(model).items():
+            disk = ctx.disk_format(tensor)
+            if disk is None or not disk.quantized or not tensor.endswith(".weight"):
+                continue
+            for p in params:
+                param_dtype, module_class = _param_info(ctx, model, p)
+                if param_dtype not in ("bfloat16", "float16", "float32"):
+                    continue
+                module = p.rsplit(".", 1)[0]
+                decision = ctx.decision_for_module_path(model, module)
+                if decision is not None and is_quantized_method(decision.method):
+                    continue
+                key = f"{model}:{module}"
+                if key in hits:
+                    continue
+                hits[key] = Hit(
+                    key=key,
+                    fields={
+                        "module": module,
+                        "layer_class": module_class,
+                        "disk_format": disk.kind,
+                        "tensor": tensor,
+                    },
+                    location=Location(file=ctx.tensor_file(tensor), tensor=tensor),
+                    evidence={
+                        "model": model,
+                        "param": p,
+                        "param_dtype": param_dtype,
+                        "disk_dtype": disk.weight_dtype,
+                        "silent": True,
+                    },
+                    provides=[Cause("quant-mismatch", (model, module))],
+                )
+    return hits
+
+
+def _owner_class(ctx: Context, model: str, module: str) -> str | None:
+    under = ctx.params_under(model, module)
+    return ctx.params(model)[under[0]].module_class if under else None
+
+
+def _param_info(ctx: Context, model: str, param: str) -> tuple[str | None, str | None]:
+    """(dtype, module class) of a parameter, (None, None) where the model has none of that name."""
+    info = ctx.params(model).get(param)
+    return (info.dtype, info.module_class) if info else (None, None)
