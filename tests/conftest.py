@@ -9,5 +9,9 @@ import tempfile
 def pytest_configure(config):
     # Probe environments (vLLM releases, ~800 MB each) outlive a session: build/ is the tests' store.
     os.environ.setdefault("MTPLINT_ENVS_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "build", "envs"))
+    # Fixture checkpoints are rebuilt only when their recipe or the factory changes (content hash).
+    os.environ.setdefault(
+        "MTPLINT_FIXTURE_CACHE", os.path.join(os.path.dirname(os.path.dirname(__file__)), "build", "fixtures")
+    )
     if "MTPLINT_CACHE_DIR" not in os.environ:
         os.environ["MTPLINT_CACHE_DIR"] = tempfile.mkdtemp(prefix="mtplint-test-cache-")
