@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from .errors import BadInput
-from .session import guarded
+from .exit_guard import guarded
 
 
 @click.group("env")

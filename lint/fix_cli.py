@@ -16,7 +16,8 @@ import click
 
 from .errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from .findings import Finding
-from .session import guarded, probe_options, progress_reporter
+from .cli_options import probe_options, progress_reporter
+from .exit_guard import guarded
 from .settings import load_and_announce
 from .textsafe import terminal_safe, terminal_safe_lines
 

@@ -1,120 +1,20 @@
-"""What `mtplint check` and `mtplint fix` share: turning settings into a probe request,
-running the lint pipeline, and the one-line error handling with documented exit codes."""
+"""The lint pipeline `mtplint check`, `fix` and `matrix` share: settings -> probe request ->
+inventory + probe report -> rule checks -> findings."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
-import sys
-import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
-
-from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, BadInput, MtplintError, Terminated
+from .errors import BadInput
 from .findings import Finding, RunResult
 from .inventory.model import Inventory
 from .probe.report import ProbeReport
-
-# The options every probing command takes, in the order --help lists them.
-_PROBE_OPTIONS = (
-    click.option(
-        "--vllm-commit",
-        help="vLLM release or commit to probe (0.31.0, 2cf0a6915); provisioned on first use [the pinned one].",
-    ),
-    click.option("--vllm-source", type=click.Path(path_type=Path), help="vLLM git checkout --vllm-commit names."),
-    click.option("--vllm-python", type=click.Path(path_type=Path), help="Python interpreter of the vLLM to probe."),
-    click.option("-n", "--num-speculative-tokens", type=click.IntRange(1, 64), help="Draft tokens per step [1]."),
-    click.option("--gpu", help="GPU model (h100, h200, b200, gb200, gb10, ...) [h100]."),
-    click.option("--sm", help="Compute capability MAJOR.MINOR instead of --gpu."),
-    click.option(
-        "--tp",
-        "--tensor-parallel-size",
-        "tensor_parallel_size",
-        type=click.IntRange(1, 1024),
-        help="Tensor-parallel size [1].",
-    ),
-    click.option(
-        "--pp",
-        "--pipeline-parallel-size",
-        "pipeline_parallel_size",
-        type=click.IntRange(1, 64),
-        help="Pipeline-parallel size [1]; the draft is modelled on the last stage.",
-    ),
-    click.option("--kv-cache-dtype", help="vLLM --kv-cache-dtype (changes construction for some models)."),
-    click.option("--probe-timeout", type=float, help="Seconds before the probe is killed [600]."),
-    click.option(
-        "--probe-memory",
-        metavar="SIZE",
-        help="Memory the probe may hold before it is killed, e.g. 8GiB (or MTPLINT_PROBE_MEMORY) [8GiB].",
-    ),
-    click.option("--no-cache", is_flag=True, help="Probe again even when a cached report exists."),
-    click.option(
-        "--trust-remote-code",
-        is_flag=True,
-        help="Let the probe run the checkpoint's configuration code (auto_map), as vLLM would.",
-    ),
-    click.option(
-        "--no-elision",
-        is_flag=True,
-        help="Feed every expert tensor to load_weights (slower; default elides identical ones).",
-    ),
-    click.option("-q", "--quiet", is_flag=True, help="No progress output."),
-    click.option("--debug", is_flag=True, help="Show tracebacks and the probe's stderr tail."),
-)
-
-
-def probe_options(fn: Callable) -> Callable:
-    for option in reversed(_PROBE_OPTIONS):
-        fn = option(fn)
-    return fn
-
-
-def progress_reporter(quiet: bool) -> Callable[[str], None] | None:
-    """Progress lines on stderr for slow steps; none when quiet or not on a terminal."""
-    if quiet or not sys.stderr.isatty():
-        return None
-    started = time.perf_counter()
-
-    def say(msg: str) -> None:
-        click.echo(f"[{time.perf_counter() - started:5.1f}s] {msg}", err=True)
-
-    return say
-
-
-def guarded(run: Callable[[], int], debug: bool) -> int:
-    """Run a command body: MtplintError -> one line and its exit code; Ctrl-C -> exit 130,
-    SIGTERM/SIGHUP -> 128 + the signal (after the probe's processes and files are gone);
-    anything else is an mtplint bug -> one line and exit 3. Tracebacks only with --debug."""
-    from .probe.lifecycle import terminating_signals_raise
-
-    try:
-        with terminating_signals_raise():
-            return run()
-    except MtplintError as exc:
-        hint = " (rerun with --debug for the probe's output)" if exc.detail and not debug else ""
-        click.echo(f"mtplint: error: {exc.one_line()}{hint}", err=True)
-        if exc.detail and debug:
-            click.echo(exc.detail, err=True)
-        if debug:
-            traceback.print_exc()
-        return exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("mtplint: interrupted", err=True)
-        return EXIT_INTERRUPTED
-    except Terminated as exc:
-        click.echo(f"mtplint: terminated by {signal.Signals(exc.signum).name}", err=True)
-        return exc.exit_code
-    except Exception as exc:
-        click.echo(f"mtplint: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
-        if debug:
-            traceback.print_exc()
-        return EXIT_INTERNAL
+from .serve_command import serve_command
 
 
 @dataclass
@@ -147,9 +47,11 @@ def lint(
     patches: list[str] | None = None,
     fresh: bool = False,
     progress: Callable[[str], None] | None = None,
+    inventory: Inventory | None = None,
 ) -> Linted:
     """The lint pipeline: inventory -> probe (cached) -> rule checks -> findings.
-    fresh: probe again and store the new report, so a check right after is a cache hit."""
+    fresh: probe again and store the new report, so a check right after is a cache hit.
+    inventory: use this one instead of reading PATH (mtplint fix: a hub fix's files over its snapshot)."""
     from .envs.resolve import probe_target
     from .gpus import resolve
     from .inventory.checkpoint import load_inventory
@@ -167,7 +69,7 @@ def lint(
     if progress:
         progress(f"reading safetensors headers in {path}")
     memory_limit = resolve_limit(s.get("probe_memory"))
-    inventory = load_inventory(path)
+    inventory = load_inventory(path) if inventory is None else inventory
     check_config(inventory)  # before vLLM sees it: bad values and absurd sizes are exit 2
     target = probe_target(s, interpreter_path(s.get("vllm_python")))  # provisions --vllm-commit X on first use
     python = target.python
@@ -234,41 +136,6 @@ def judge(
         if f.fixes.patches:
             f.fixes.serve = serve_command(inputs.get("path") or path, request, f.fixes.patches)
     return findings, evaluated
-
-
-def serve_command(path: Path | str, request: Any, patch_ids: list[str]) -> str:
-    """The vLLM command line this lint modelled, with the patches that resolve a finding."""
-    import json
-    import shlex
-
-    spec = json.dumps(
-        {"method": "mtp", "num_speculative_tokens": request.num_speculative_tokens}, separators=(",", ":")
-    )
-    parts = [
-        f"MTPLINT_PATCHES={','.join(patch_ids)}",
-        "vllm",
-        "serve",
-        *_served_model(str(path)),
-        "--speculative-config",
-        shlex.quote(spec),
-    ]
-    if request.tensor_parallel_size > 1:
-        parts += ["--tensor-parallel-size", str(request.tensor_parallel_size)]
-    if request.pipeline_parallel_size > 1:
-        parts += ["--pipeline-parallel-size", str(request.pipeline_parallel_size)]
-    if request.serve_args.get("kv_cache_dtype"):
-        parts += ["--kv-cache-dtype", request.serve_args["kv_cache_dtype"]]
-    return " ".join(parts)
-
-
-def _served_model(path: str) -> list[str]:
-    """vllm serve's model argument: a directory, or ORG/NAME --revision COMMIT for hf://ORG/NAME@COMMIT."""
-    import shlex
-
-    if path.startswith("hf://"):
-        repo_id, _, commit = path.removeprefix("hf://").partition("@")
-        return [shlex.quote(repo_id)] + (["--revision", shlex.quote(commit)] if commit else [])
-    return [shlex.quote(path)]
 
 
 def interpreter_path(python: str | Path | None) -> str | None:

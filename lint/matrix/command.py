@@ -12,8 +12,9 @@ from typing import Any
 
 import click
 
+from ..cli_options import progress_reporter
 from ..errors import EXIT_FINDINGS, EXIT_OK, BadInput
-from ..session import guarded, progress_reporter
+from ..exit_guard import guarded
 
 
 def _list(value: str | None, kind: type = str) -> list[Any] | None:

@@ -1,0 +1,41 @@
+"""A command body's one-line errors and documented exit codes (see lint/errors.py)."""
+
+from __future__ import annotations
+
+import signal
+import traceback
+from collections.abc import Callable
+
+import click
+
+from .errors import EXIT_INTERNAL, EXIT_INTERRUPTED, MtplintError, Terminated
+
+
+def guarded(run: Callable[[], int], debug: bool) -> int:
+    """Run a command body: MtplintError -> one line and its exit code; Ctrl-C -> exit 130,
+    SIGTERM/SIGHUP -> 128 + the signal (after the probe's processes and files are gone);
+    anything else is an mtplint bug -> one line and exit 3. Tracebacks only with --debug."""
+    from .probe.lifecycle import terminating_signals_raise
+
+    try:
+        with terminating_signals_raise():
+            return run()
+    except MtplintError as exc:
+        hint = " (rerun with --debug for the probe's output)" if exc.detail and not debug else ""
+        click.echo(f"mtplint: error: {exc.one_line()}{hint}", err=True)
+        if exc.detail and debug:
+            click.echo(exc.detail, err=True)
+        if debug:
+            traceback.print_exc()
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("mtplint: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except Terminated as exc:
+        click.echo(f"mtplint: terminated by {signal.Signals(exc.signum).name}", err=True)
+        return exc.exit_code
+    except Exception as exc:
+        click.echo(f"mtplint: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", err=True)
+        if debug:
+            traceback.print_exc()
+        return EXIT_INTERNAL
