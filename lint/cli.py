@@ -16,7 +16,7 @@ import click
 from . import __version__
 from .cli_options import probe_options, progress_reporter
 from .color import COLOR_MODES
-from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK
+from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
 from .exit_guard import guarded
 from .findings import SEVERITY_RANK
 from .settings import load_and_announce
@@ -236,8 +236,9 @@ def cli_entry(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return EXIT_BAD_INPUT
-    except click.Abort:
-        return EXIT_INTERNAL
+    except click.Abort:  # click's name for Ctrl-C (or EOF) before a command body's own guard runs
+        click.echo("mtplint: interrupted", err=True)
+        return EXIT_INTERRUPTED
     except SystemExit as exc:
         return int(exc.code or 0)
     return EXIT_OK

@@ -246,7 +246,8 @@ def _codes(value: Any) -> list[str] | None:
 
 def load_settings(path: Path, cli: dict[str, Any]) -> dict[str, Any]:
     files = settings_files(path)
-    given = {k: v for k, v in cli.items() if v not in (None, (), False)}
+    # `is` for False: 0 == False, and `--probe-timeout 0` is a value given, not an option left out.
+    given = {k: v for k, v in cli.items() if v is not None and v is not False and v != ()}
     if "ignore_codes" in given:
         given["ignore"] = given.pop("ignore_codes")
     s = dict(DEFAULTS)

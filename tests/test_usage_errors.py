@@ -142,3 +142,24 @@ def test_kv_cache_dtype_is_accepted_when_the_choices_cannot_be_read(tmp_path):
     # A release provisioned on first use cannot be read before it exists: accepted here, the
     # probe answers for it.
     check_kv_cache_dtype({"kv_cache_dtype": "fp9", "vllm_commit": "0.29.0"})
+
+
+def test_a_zero_on_the_command_line_is_a_value_given(seed, capsys, tmp_path):
+    # 0 == False: it must still override the project file's value, and so reach validation.
+    path, probed = seed
+    (tmp_path / "mtplint.toml").write_text("probe-timeout = 30\n")
+    assert "--probe-timeout must be a positive number of seconds, not 0.0" in _usage_error(
+        capsys, path, "--probe-timeout", "0"
+    )
+    assert not probed
+
+
+def test_ctrl_c_while_click_parses_is_exit_130(seed, capsys, monkeypatch):
+    from mtplint import cli
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt  # what a Ctrl-C inside click's parsing raises; click turns it into Abort
+
+    monkeypatch.setattr(cli.main, "make_context", interrupted)
+    assert mtplint(seed[0]) == 130
+    assert capsys.readouterr().err.strip() == "mtplint: interrupted"
