@@ -21,9 +21,11 @@ def env_cmd() -> None:
 @env_cmd.command("list")
 def list_cmd() -> None:
     """Every environment with its size, and the pinned default."""
-    from .envs import source, store
+    from .envs import releases, source, store
 
-    click.echo(f"{'default':<14} vLLM {source.pinned_version() or '(none)'} in {sys.executable} (pinned)")
+    beside = source.pinned_version()
+    where = f"in {sys.executable}" if beside else f"(not beside mtplint: the {releases.PINNED} environment below)"
+    click.echo(f"{'default':<14} vLLM {beside or releases.PINNED} {where} (pinned)")
     for env in store.all_envs():
         r = env.record
         state = "" if env.complete else "  [incomplete: `mtplint env prune` removes it]"

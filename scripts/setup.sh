@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
-"$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "mtplint setup needs Python 3.11 (vLLM wheel + torch 2.13.0 CPU)")'
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 11) else "mtplint setup needs Python >= 3.11")'
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 PIP=".venv/bin/pip --disable-pip-version-check"
 if ! .venv/bin/python -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.13.0") else 1)' 2>/dev/null; then
@@ -19,14 +19,11 @@ if ! .venv/bin/python -c 'import torch, sys; sys.exit(0 if torch.__version__.sta
     $PIP install -q torch==2.13.0
   fi
 fi
+# mtplint with its probe extra (vLLM's pure-Python requirements, uv) and its test tools.
+$PIP install -q -e '.[probe,test]'
 if ! .venv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(0 if m.version("vllm") == "0.33.0" else 1)' 2>/dev/null; then
-  $PIP install -q -r requirements/vllm-probe.txt
   $PIP install -q --no-deps vllm==0.33.0
 fi
-$PIP install -q -e '.[test]'
-# uv provisions other vLLM releases (`--vllm-commit X`, lint/envs/) about 4x faster than pip
-# from a cold cache and near-instantly from a warm one; pip is used when uv is absent.
-$PIP install -q uv || echo "uv not installed: probe environments will be provisioned with pip" >&2
 # Other releases are no longer installed here: a lint or a test provisions the one it names
 # on first use into the environment store (`mtplint env list`).
 .venv/bin/python -c 'import mtplint, vllm; print("mtplint ready; probing vLLM", vllm.__version__)' 2>/dev/null | tail -1

@@ -78,6 +78,43 @@ def install(tool: str, site: Path, packages: list[str], what: str) -> None:
     raise ProbeFailure(f"{what}: {tool} install failed", detail=said[-3000:])
 
 
+def missing_probe_requirements() -> list[str]:
+    """The distributions of mtplint's `probe` extra that its interpreter lacks (none where
+    mtplint runs from a source tree without being installed: nothing to compare with)."""
+    from importlib.metadata import PackageNotFoundError, requires, version
+
+    from packaging.requirements import Requirement
+
+    try:
+        specs = requires("mtplint") or []
+    except PackageNotFoundError:
+        return []
+    missing = []
+    for spec in specs:
+        req = Requirement(spec)
+        if req.marker is None or not req.marker.evaluate({"extra": "probe"}) or req.marker.evaluate({"extra": ""}):
+            continue  # a core requirement or another extra's
+        try:
+            version(req.name)
+        except PackageNotFoundError:
+            missing.append(req.name)
+    return missing
+
+
+def require_probe_base() -> None:
+    """A release environment is vLLM over mtplint's own interpreter, which must hold what
+    every environment shares: mtplint's `probe` extra (torch's CPU build, vLLM's pure-Python
+    requirements)."""
+    missing = missing_probe_requirements()
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise BadInput(
+            f"mtplint's interpreter ({base_python()}) lacks {shown} from the `probe` extra a probe environment "
+            "runs on: install `mtplint[probe]` with torch from the CPU index (README: Install as a tool), "
+            "or pass --vllm-python PATH to a Python that has vLLM"
+        )
+
+
 def write_wrapper(env_dir: Path, label: str, stubs: list[str] | None = None) -> Path:
     lines = [
         "#!/bin/sh",

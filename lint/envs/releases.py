@@ -11,6 +11,10 @@ from pathlib import Path
 
 from ..errors import BadInput
 
+# The release mtplint is tested against (scripts/setup.sh installs it beside mtplint); the one
+# probed when none is named, provisioned on first use where mtplint runs without it (a tool install).
+PINNED = "0.33.0"
+
 _TABLE = Path(__file__).with_name("releases.json")
 _VERSION = re.compile(r"^v?(\d+\.\d+\.\d+(?:(?:rc|\.post|\.dev)\d+)?)$")
 _HEX = re.compile(r"^g?([0-9a-f]{7,40})$")

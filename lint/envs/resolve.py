@@ -37,7 +37,12 @@ def probe_target(s: dict[str, Any], python: str | None) -> Target:
         checkout.touch()
         return Target(str(checkout.python), None)
     if not wanted:
-        return Target(None, None)
+        if source.pinned_version() is not None:
+            return Target(None, None)
+        # Installed as a tool (no vLLM beside mtplint): the release it is tested against,
+        # provisioned on first use like any other.
+        env = release_env(releases.PINNED, say)
+        return Target(str(env.python) if env else None, releases.PINNED)
     env = release_env(str(wanted), say)
     return Target(str(env.python) if env else None, wanted)
 
@@ -56,6 +61,7 @@ def release_env(x: str, say: provision.Say | None = None) -> store.Env | None:
         )
     if rel.version == source.pinned_version():
         return None
+    provision.require_probe_base()
     env = provision.release(rel.version, rel.commit, say=say)
     env.touch()
     return env
