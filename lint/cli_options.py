@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -64,8 +65,10 @@ def probe_options(fn: Callable) -> Callable:
 
 
 def progress_reporter(quiet: bool) -> Callable[[str], None] | None:
-    """Progress lines on stderr for slow steps; none when quiet or not on a terminal."""
-    if quiet or not sys.stderr.isatty():
+    """Progress lines on stderr, each with the seconds since the command started: on a
+    terminal, and in CI logs (not a terminal, $CI set, as GitHub Actions, GitLab CI and most
+    others set it); none with -q or anywhere else (a pipe, a test)."""
+    if quiet or not (sys.stderr.isatty() or os.environ.get("CI", "").lower() in ("1", "true", "yes")):
         return None
     started = time.perf_counter()
 

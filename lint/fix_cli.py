@@ -1,8 +1,9 @@
 """`mtplint fix PATH`: plan artifact-side fixes from a lint, apply them, lint again.
 
 Exit codes: 0 nothing to fix, or fixed (the re-lint has nothing at or above --fail-on
-beyond entries kept on purpose); 1 findings remain that no artifact fix resolves; 2 bad
-input or usage; 3 internal error or probe failure. Wired into the CLI by cli.py.
+beyond entries kept on purpose); 1 findings remain that no artifact fix resolves, or a fix
+was rolled back (its re-lint added an error or failed); 2 bad input or usage; 3 internal
+error or probe failure. Wired into the CLI by cli.py.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from typing import Any
 
 import click
 
-from .errors import EXIT_FINDINGS, EXIT_OK, BadInput
-from .findings import Finding
 from .cli_options import probe_options, progress_reporter
+from .errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from .exit_guard import guarded
+from .findings import Finding
 from .settings import load_and_announce
 from .textsafe import terminal_safe, terminal_safe_lines
 
@@ -41,7 +42,12 @@ from .textsafe import terminal_safe, terminal_safe_lines
 )
 @probe_options
 def fix_cmd(path: Path, **opts: Any) -> None:
-    """Fix the checkpoint directory PATH so that vLLM loads its MTP draft, then lint it again."""
+    """Fix the checkpoint directory PATH so that vLLM loads its MTP draft, then lint it again.
+
+    A fix is kept only when that re-lint has no error the first lint did not have: otherwise
+    every file it wrote is put back as it was, the report names the fix, its changes and the
+    new errors, and the exit code is 1. With several fixes, each is then retried on its own
+    (one probe per fix), so only a harmful one is rolled back."""
     sys.exit(_run_fix(path, opts))
 
 
@@ -95,7 +101,7 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
 
 
 def _lint_plan_apply(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
-    from .fixer.pipeline import blocking, lint, plan_fixes, render_all
+    from .fixer.pipeline import apply_checked, lint, plan_fixes, render_all
 
     say = progress_reporter(s["quiet"])
     if say:
@@ -119,16 +125,71 @@ def _lint_plan_apply(path: Path, s: dict[str, Any], only: list[str] | None) -> i
         click.echo("nothing to write")
         list_failing(failing, leaves)
         return EXIT_FINDINGS if failing else EXIT_OK
-    if say:
-        say("writing")
-    _write(root, rendered)
-    if say:
-        say("linting again (new probe)")
-    after = lint(path, s, fresh=True, progress=say)
-    click.echo(f"re-lint: {counts(after.findings)}")
-    list_failing(after.findings, leaves, {k: v for c in changes for k, v in c.expects.items()})
-    remaining = [f for f in blocking(after.findings, s["fail_on"]) if f.id not in leaves]
-    return EXIT_FINDINGS if remaining else EXIT_OK
+    return report_outcome(apply_checked(LocalTarget(root, path, s, say), before, plans, _say), s)
+
+
+def _say(msg: str) -> None:
+    click.echo(terminal_safe(msg))
+
+
+class LocalTarget:
+    """The checkpoint directory, written in place (originals kept as *.mtplint-orig)."""
+
+    def __init__(self, root: Path, path: Path, s: dict[str, Any], say: Any):
+        self.root, self.path, self.s, self.say = root, path, s, say
+
+    def render(self, changes: list[Any]) -> Any:
+        from .fixer.plan import render
+
+        return render(self.root, changes)
+
+    def write(self, rendered: Any) -> Any:
+        from .fixer.guard import Journal
+
+        if self.say:
+            self.say("writing")
+        journal = Journal.save(self.root, rendered)
+        try:
+            _write(self.root, rendered)
+        except BaseException:
+            journal.discard()  # a failed write is reported as written so far (WriteFailed)
+            raise
+        return journal
+
+    def relint(self) -> Any:
+        from .fixer.pipeline import lint
+
+        if self.say:
+            self.say("linting again (new probe)")
+        return lint(self.path, self.s, fresh=True, progress=self.say)
+
+
+def report_outcome(outcome: Any, s: dict[str, Any]) -> int:
+    """What was rolled back and why, then the lint of what was kept; exit 1 after any rollback."""
+    from .fixer.pipeline import blocking
+
+    if not outcome.wrote:
+        click.echo("nothing to write")
+    for v in outcome.rolled_back:
+        click.echo(f"rolled back {', '.join(v.fix_ids)}: ", nl=False)
+        if v.failure is not None:
+            click.echo(f"the re-lint failed: {terminal_safe(v.failure)}")
+        else:
+            click.echo(f"it adds {len(v.added)} error(s) the lint before did not have:")
+            for f in v.added:
+                click.echo(f"  {f.code} {f.severity:<7} {terminal_safe(f.message.strip())}")
+        click.echo("  its changes (undone):")
+        for c in v.changes:
+            click.echo(f"    {c.fix}: {terminal_safe(c.summary)}")
+    kept = [c for v in outcome.kept for c in v.changes]
+    leaves = {i for c in kept for i in c.leaves}
+    if outcome.rolled_back and not kept:
+        click.echo("every file is as it was before the fix")
+    label = "re-lint" if kept else "lint"
+    click.echo(f"{label}: {counts(outcome.final.findings)}")
+    list_failing(outcome.final.findings, leaves, {k: v for c in kept for k, v in c.expects.items()})
+    remaining = [f for f in blocking(outcome.final.findings, s["fail_on"]) if f.id not in leaves]
+    return EXIT_FINDINGS if remaining or outcome.rolled_back else EXIT_OK
 
 
 def print_plan(plans: dict[str, list[Any]]) -> None:

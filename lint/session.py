@@ -66,10 +66,11 @@ def lint(
     unknown = [p for p in patches if p not in PATCHES]
     if unknown:
         raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; bundled: {', '.join(PATCHES)}")
-    if progress:
-        progress(f"reading safetensors headers in {path}")
     memory_limit = resolve_limit(s.get("probe_memory"))
-    inventory = load_inventory(path) if inventory is None else inventory
+    if inventory is None:
+        inventory = load_inventory(path, _header_progress(path, progress))
+    if progress:
+        progress(f"inventory: {len(inventory.tensors):,} tensors in {len(inventory.shards)} shards")
     check_config(inventory)  # before vLLM sees it: bad values and absurd sizes are exit 2
     target = probe_target(s, interpreter_path(s.get("vllm_python")))  # provisions --vllm-commit X on first use
     python = target.python
@@ -118,6 +119,18 @@ def lint(
     }
     findings, evaluated = judge(path, inventory, report, inputs, request, s)
     return Linted(inventory, report, findings, evaluated, inputs, request)
+
+
+def _header_progress(path: Path, progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:
+    """Header reading with a count: a line at the first shard and then about every tenth."""
+    if progress is None:
+        return None
+
+    def headers(done: int, total: int) -> None:
+        if done == 1 or done == total or done % max(1, total // 10) == 0:
+            progress(f"reading safetensors headers in {path}: {done}/{total}")
+
+    return headers
 
 
 def judge(

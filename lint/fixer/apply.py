@@ -25,7 +25,7 @@ BACKUP_SUFFIX = ".mtplint-orig"
 CHUNK = 16 * 2**20  # bytes per copy step: a shard is never held in memory
 
 
-def _fsync_dir(d: Path) -> None:
+def fsync_dir(d: Path) -> None:
     try:
         fd = os.open(d, os.O_RDONLY)
     except OSError:
@@ -38,7 +38,7 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
-def _temp_in(d: Path, name: str, like: Path | None = None) -> tuple[int, Path]:
+def temp_in(d: Path, name: str, like: Path | None = None) -> tuple[int, Path]:
     # The temp name ends neither in .json nor .safetensors: a loader globbing the
     # directory after a kill must not pick it up.
     fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{name}.", suffix=TEMP_SUFFIX)
@@ -59,7 +59,7 @@ def _umask() -> int:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = _temp_in(path.parent, path.name, like=path)
+    fd, tmp = temp_in(path.parent, path.name, like=path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -69,7 +69,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def keep_original(path: Path) -> Path | None:
@@ -80,7 +80,7 @@ def keep_original(path: Path) -> Path | None:
     backup = path.with_name(path.name + BACKUP_SUFFIX)
     if backup.exists():
         return backup
-    fd, tmp = _temp_in(path.parent, backup.name, like=path)
+    fd, tmp = temp_in(path.parent, backup.name, like=path)
     try:
         with os.fdopen(fd, "wb") as f, open(path, "rb") as src:
             while chunk := src.read(CHUNK):
@@ -98,7 +98,7 @@ def keep_original(path: Path) -> Path | None:
                 os.replace(tmp, backup)
     finally:
         tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return backup
 
 
@@ -146,7 +146,7 @@ def _copy_range(src: int, begin: int, end: int, dst: int, at: int) -> None:
 def write_shard(root: Path, name: str, tensors: list[NewTensor], path: Path | None = None) -> None:
     path = path or root / name
     head, data_len = _header(tensors)
-    fd, tmp = _temp_in(path.parent, name)
+    fd, tmp = temp_in(path.parent, name)
     try:
         os.ftruncate(fd, len(head) + data_len)
         os.pwrite(fd, head, 0)
@@ -167,7 +167,7 @@ def write_shard(root: Path, name: str, tensors: list[NewTensor], path: Path | No
             os.close(fd)
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def write_order(rendered: Rendered) -> list[str]:

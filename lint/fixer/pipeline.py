@@ -6,23 +6,31 @@ Kept apart from the click command so tests (and other tools) can plan and apply 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from ..errors import BadInput
+from ..errors import BadInput, MtplintError
 from ..findings import SEVERITY_RANK, Finding
 from ..session import Linted
 from ..session import lint as session_lint
 from .catalog import FIXES, Fix
+from .guard import Journal, new_errors
 from .plan import Change, Rendered, render
 
 
 def lint(
-    path: Path, s: dict[str, Any], *, fresh: bool = False, progress: Callable[[str], None] | None = None
+    path: Path,
+    s: dict[str, Any],
+    *,
+    fresh: bool = False,
+    progress: Callable[[str], None] | None = None,
+    inventory: Any = None,
 ) -> Linted:
     """`mtplint check`'s pipeline, without runtime patches: an artifact fix must make the
-    checkpoint right for the vLLM as it is. fresh: probe again and store the new report."""
-    return session_lint(path, s, patches=[], fresh=fresh, progress=progress)
+    checkpoint right for the vLLM as it is. fresh: probe again and store the new report.
+    inventory: lint this one instead of reading PATH (a hub fix's files over its snapshot)."""
+    return session_lint(path, s, patches=[], fresh=fresh, progress=progress, inventory=inventory)
 
 
 def parse_only(only: str | None) -> list[str] | None:
@@ -80,3 +88,99 @@ def unaddressed(findings: list[Finding], fix_ids: set[str]) -> list[Finding]:
         return resolved[f.id]
 
     return [f for f in findings if not ok(f)]
+
+
+# --- keep a fix only when the re-lint adds no error ------------------------------------------
+
+
+class Target(Protocol):
+    """Where a fix is written: the checkpoint itself, or a hub fix's --out directory."""
+
+    def render(self, changes: list[Change]) -> Rendered:
+        """The changes over the target's current state."""
+
+    def write(self, rendered: Rendered) -> Journal:
+        """Write, returning what puts the target back."""
+
+    def relint(self) -> Linted:
+        """A fresh lint of the target's current state."""
+
+
+@dataclass
+class Verdict:
+    """One write and its re-lint: the fixes written, and the errors they add (or the re-lint's failure)."""
+
+    fix_ids: list[str]
+    changes: list[Change]
+    after: Linted | None
+    added: list[Finding] = field(default_factory=list)
+    failure: str | None = None
+
+    @property
+    def harmful(self) -> bool:
+        return self.failure is not None or bool(self.added)
+
+
+@dataclass
+class Outcome:
+    final: Linted  # the lint of what was kept (the lint before, when nothing was)
+    kept: list[Verdict]
+    rolled_back: list[Verdict]
+    wrote: bool  # anything was written at all
+
+
+def attempt(target: Target, before: Linted, fix_ids: list[str], changes: list[Change]) -> Verdict | None:
+    """Write the changes, lint again, keep them only when no error is new; None: nothing to write.
+    A re-lint that fails, or is interrupted, also puts the files back: nothing unverified is kept."""
+    rendered = target.render(changes)
+    if not rendered.json and not rendered.shards:
+        return None
+    journal = target.write(rendered)
+    try:
+        after = target.relint()
+    except MtplintError as e:
+        journal.restore()
+        return Verdict(fix_ids, changes, None, failure=e.one_line())
+    except BaseException:
+        journal.restore()
+        raise
+    added = new_errors(before.findings, after.findings, changes)
+    if added:
+        journal.restore()
+    else:
+        journal.discard()
+    return Verdict(fix_ids, changes, after, added)
+
+
+def apply_checked(
+    target: Target, before: Linted, plans: dict[str, list[Change]], say: Callable[[str], None]
+) -> Outcome:
+    """All fixes in one write and one re-lint; when that adds an error and more than one fix
+    wrote, each fix again on top of the ones kept so far, in plan order (one re-lint per fix):
+    the fix whose write adds the error is rolled back, the others are kept."""
+    groups = [(fid, cs) for fid, cs in plans.items() if cs]
+    first = attempt(target, before, [fid for fid, _ in groups], [c for _, cs in groups for c in cs])
+    if first is None:
+        return Outcome(before, [], [], wrote=False)
+    if not first.harmful:
+        assert first.after is not None
+        return Outcome(first.after, [first], [], wrote=True)
+    if len(groups) == 1:
+        return Outcome(before, [], [first], wrote=True)
+    say(f"the fixes together add {_what(first)}: rolled back; trying each fix on its own")
+    final, kept, rolled = before, [], []
+    for fid, cs in groups:
+        v = attempt(target, before, [fid], cs)
+        if v is None:
+            continue
+        if v.harmful:
+            rolled.append(v)
+        else:
+            assert v.after is not None
+            final = v.after
+            kept.append(v)
+    return Outcome(final, kept, rolled, wrote=True)
+
+
+def _what(v: Verdict) -> str:
+    return "a re-lint failure" if v.failure is not None else f"{len(v.added)} new error(s)"

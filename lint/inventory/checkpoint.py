@@ -21,7 +21,7 @@ from ..inventory.model import Inventory, TensorInfo
 from ..inventory.source import LocalShards, ShardSource, weight_files
 from ..inventory.strict_json import clip, read_json_object
 
-__all__ = ["INDEX_NAME", "layout_digest", "load_inventory", "read_json_object", "weight_files"]
+__all__ = ["INDEX_NAME", "layout_digest", "load_inventory", "load_over", "read_json_object", "weight_files"]
 
 INDEX_NAME = "model.safetensors.index.json"
 _FILE = attrgetter("file")
@@ -116,6 +116,16 @@ def _load_remote(spec: Any, progress: Progress | None) -> Inventory:
         if e.path and repo.snapshot is not None and e.path.startswith(str(repo.snapshot)):
             e.path = repo.label + e.path[len(str(repo.snapshot)) :]
         raise
+
+
+def load_over(root: Path, source: ShardSource, origin: str | None = None) -> Inventory:
+    """The inventory of the small files in `root` over the shard headers `source` serves, never
+    memoized (mtplint fix: a hub fix's changed files over the headers its lint already read)."""
+    config = read_json_object(root / "config.json")
+    hq_path = root / "hf_quant_config.json"
+    hf_quant = read_json_object(hq_path) if hq_path.is_file() else None
+    declared = parse_declared(config, hf_quant, root)
+    return _from_memo_or_read(None, root, source, config, hf_quant, declared, None, origin)
 
 
 def _stat(path: Path) -> os.stat_result | None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import BadInput, ProbeFailure
 from ..inventory.model import Inventory
-from . import cache
+from . import cache, phases
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale, terminating_signals_raise
 from .memory_cap import format_size, tree_rss
 from .report import SCHEMA_VERSION, ProbeReport
@@ -220,8 +220,9 @@ def _run_child(
     (tmp / "tmp").mkdir()
     env["TMPDIR"] = str(tmp / "tmp")
     cmd = [request.python or sys.executable, "-m", "mtplint.probe.child", str(req_file), str(report_file)]
+    env[phases.ENV] = str(tmp / "phases.jsonl")
     if progress:
-        progress("probing vLLM (import, construct target + MTP draft on meta, dry-run load)")
+        progress("probe: starting vLLM")
     stderr_file = tmp / "stderr.txt"
     started = time.perf_counter()
     # SIGTERM/SIGHUP (a CI cancel, a closed terminal) raise like Ctrl-C while the child runs,
@@ -229,7 +230,7 @@ def _run_child(
     with terminating_signals_raise(), open(stderr_file, "wb") as err:
         proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
         try:
-            rc = _supervise(proc, request, started, stderr_file)
+            rc = _supervise(proc, request, started, stderr_file, _relay(tmp / "phases.jsonl", progress))
         finally:
             end_group(proc)  # every way out: done, timeout, memory, exception, signal
     elapsed = time.perf_counter() - started
@@ -245,13 +246,31 @@ def _run_child(
     return report
 
 
-def _supervise(proc: subprocess.Popen, request: ProbeRequest, started: float, stderr_file: Path) -> int:
-    """Wait for the child; raise when it overruns its time or its memory (the caller kills it)."""
+def _relay(path: Path, progress: Callable[[str], None] | None) -> Callable[[], None]:
+    """What the supervisor calls each poll: the child's new phases, to the progress line."""
+    reader = phases.Reader(path)
+
+    def relay() -> None:
+        for phase in reader.new():
+            if progress:
+                progress(f"probe: {phase}")
+
+    return relay
+
+
+def _supervise(
+    proc: subprocess.Popen, request: ProbeRequest, started: float, stderr_file: Path, relay: Callable[[], None]
+) -> int:
+    """Wait for the child, relaying its phases; raise when it overruns its time or its memory
+    (the caller kills it)."""
     while True:
         try:
-            return proc.wait(timeout=_POLL_SECONDS)
+            rc = proc.wait(timeout=_POLL_SECONDS)
+            relay()
+            return rc
         except subprocess.TimeoutExpired:
             pass
+        relay()
         if time.perf_counter() - started > request.timeout:
             raise ProbeFailure(
                 f"the vLLM probe did not finish within {request.timeout:.0f} s and was killed "
