@@ -122,12 +122,18 @@ def lint(
 
 
 def _header_progress(path: Path, progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:
-    """Header reading with a count: a line at the first shard and then about every tenth."""
+    """Header reading with a count, once a second while it lasts (a local read is done before
+    the first; a hub repository's range requests take longer)."""
     if progress is None:
         return None
+    import time
+
+    last = [time.perf_counter()]
 
     def headers(done: int, total: int) -> None:
-        if done == 1 or done == total or done % max(1, total // 10) == 0:
+        now = time.perf_counter()
+        if now - last[0] >= 1.0:
+            last[0] = now
             progress(f"reading safetensors headers in {path}: {done}/{total}")
 
     return headers
