@@ -10,9 +10,16 @@ matching names themselves. The layouts, as vLLM 0.33.0's MTP loaders read them:
 | DeepSeek-V3/V3.2, GLM-4.x/5.x  | `model.layers.{N+i}.`           | `num_nextn_predict_layers`    |
 | Qwen3-Next, Qwen3.5 (+ VL)     | `mtp.layers.{i}.` (+ shared `mtp.fc`, `mtp.norm`, ...) | `mtp_num_hidden_layers` |
 | MiMo                           | `model.mtp_layers.{i}.`         | `num_nextn_predict_layers`    |
+| ERNIE-4.5 MoE                  | `model.mtp_{block,emb_norm,...}.{i}.` | `num_nextn_predict_layers` |
+| Nemotron-H                     | `mtp.layers.{j}.` (*)           | `num_nextn_predict_layers`    |
+
+(*) one MTP step is `len(mtp_hybrid_override_pattern)` physical layers (nemotron_h_mtp.py).
 
 N is the config's `num_hidden_layers` (of `text_config` for wrapped models). A leading
 `model.`/`language_model.`/`model.language_model.` is accepted where exporters add one.
+
+Qwen3-Next configs carry no depth key: vLLM 0.33.0's `Qwen3NextMTP` reads
+`getattr(config, "num_nextn_predict_layers", 1)` (qwen3_next_mtp.py), so the depth it builds is 1.
 """
 
 from __future__ import annotations
@@ -24,10 +31,14 @@ from typing import Any
 # The config keys that hold the MTP depth, in the order vLLM's configs consult them.
 DEPTH_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", "n_mtp_layers")
 DEFAULT_DEPTH_KEY = "num_nextn_predict_layers"
+# Families whose vLLM MTP loader reads one key only, with a default when the config lacks it
+# (model_type -> (key, depth vLLM builds without the key)): vLLM 0.33.0 qwen3_next_mtp.py:63.
+FAMILY_DEPTH = {"qwen3_next": ("num_nextn_predict_layers", 1)}
 
 _WRAPPER = r"(?:model\.)?(?:language_model\.)?"
-# MTP layer i named by its own index: mtp.{i}. | mtp.layers.{i}. | mtp_layers.{i}.
-_OWN_INDEX = re.compile(rf"^{_WRAPPER}mtp(?:\.layers\.|_layers\.|\.)(\d+)\.")
+# MTP layer i named by its own index: mtp.{i}. | mtp.layers.{i}. | mtp_layers.{i}. | ERNIE's
+# mtp_block.{i}. / mtp_emb_norm.{i}. / ...
+_OWN_INDEX = re.compile(rf"^{_WRAPPER}mtp(?:\.layers\.|_[a-z_]+\.|\.)(\d+)\.")
 # A trunk-numbered layer: layers.{k}. (an MTP layer when k >= num_hidden_layers)
 _TRUNK_INDEX = re.compile(rf"^{_WRAPPER}layers\.(\d+)\.")
 # Parts of an MTP block that are not per-layer (Qwen3-Next/3.5 `mtp.fc`, `mtp.norm`).
@@ -49,20 +60,39 @@ def num_hidden_layers(config: Mapping[str, Any]) -> int | None:
 
 def depth_field(config: Mapping[str, Any]) -> tuple[str, Any]:
     """(dotted config key, value) of the MTP depth the config declares; the default key and
-    None when it declares none."""
+    None when it declares none. For a family whose loader reads one key only, that key."""
+    keys: tuple[str, ...] = DEPTH_KEYS
+    if (family := FAMILY_DEPTH.get(str(config.get("model_type")))) is not None:
+        keys = (family[0],)
     for holder, prefix in ((config, ""), (config.get("text_config"), "text_config.")):
         if not isinstance(holder, Mapping):
             continue
-        for key in DEPTH_KEYS:
+        for key in keys:
             if key in holder:
                 return prefix + key, holder[key]
-    return DEFAULT_DEPTH_KEY, None
+    return keys[0] if keys != DEPTH_KEYS else DEFAULT_DEPTH_KEY, None
 
 
 def declared_depth(config: Mapping[str, Any]) -> int:
     """The MTP depth the config declares (0 when none or not an integer)."""
     value = depth_field(config)[1]
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def vllm_depth(config: Mapping[str, Any]) -> tuple[str, int]:
+    """(dotted config key, MTP depth vLLM builds the draft with): the declared depth, or the
+    family loader's default where the config has no key (0 for an unknown family)."""
+    key, value = depth_field(config)
+    if value is None and (family := FAMILY_DEPTH.get(str(config.get("model_type")))) is not None:
+        return key, family[1]
+    return key, declared_depth(config)
+
+
+def layers_per_step(config: Mapping[str, Any]) -> int:
+    """On-disk MTP layers per MTP step: Nemotron-H builds `len(mtp_hybrid_override_pattern)`
+    physical `mtp.layers.{j}` per step (nemotron_h_mtp.py); every other family one."""
+    pattern = text_config(config).get("mtp_hybrid_override_pattern")
+    return len(pattern) if isinstance(pattern, str) and pattern else 1
 
 
 def mtp_layer_index(name: str, n_hidden: int | None) -> int | None:
@@ -101,8 +131,8 @@ def contiguous_depth(layers: Iterable[int]) -> int:
 
 
 def depth_on_disk(names: Iterable[str], config: Mapping[str, Any]) -> int:
-    """The MTP depth the tensors on disk support, for this config's layout."""
-    return contiguous_depth(layers_present(names, num_hidden_layers(config)))
+    """The MTP depth (steps) these on-disk names support, for this config's layout."""
+    return contiguous_depth(layers_present(names, num_hidden_layers(config))) // layers_per_step(config)
 
 
 def mtp_name_pattern(config: Mapping[str, Any], depth: int | None = None) -> re.Pattern[str]:

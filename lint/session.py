@@ -87,7 +87,7 @@ def lint(
                 f"{identity['version']} ({PATCHES[p].summary})"
             )
     request = ProbeRequest(
-        sm=gpu.sm,
+        sm=list(gpu.sm),
         gpu_name=gpu.name,
         gpu_memory=gpu.memory,
         num_speculative_tokens=s["num_speculative_tokens"],

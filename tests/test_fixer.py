@@ -262,6 +262,18 @@ def test_set_mtp_depth_on_a_checkpoint_without_mtp(tmp_path, probe_cache):
     assert "MTP005" not in found
 
 
+def test_set_mtp_depth_to_the_layers_shipped(tmp_path, probe_cache):
+    """Qwen3.5 declaring 2 MTP layers over a 1-layer block: vLLM raises nothing (Qwen3_5MTP has no
+    completeness check); MTP006 counts 1 layer fed, and the fix sets the depth to it."""
+    path = copy_fixture("qwen35-mtp-depth-2", tmp_path / "ckpt")
+    proc = run_fix(path, ["--only", "set-mtp-depth"], probe_cache)
+    assert "text_config.mtp_num_hidden_layers: 2 -> 1" in proc.stdout, proc.stdout + proc.stderr
+    assert json.loads((path / "config.json").read_text())["text_config"]["mtp_num_hidden_layers"] == 1
+    found = codes(check(path, [], probe_cache))
+    assert "MTP006" not in found
+    assert "MTP005" not in found
+
+
 def test_alias_head_embed_on_the_official_layout_under_pp2(tmp_path, probe_cache):
     from mtplint.inventory.safetensors_header import read_shard_header
 

@@ -248,7 +248,7 @@ def test_other_family_counts():
     names = {n for n, _, _ in mtp.tensors}
     assert "mtp.fc.weight" in names and "mtp.layers.0.mlp.experts.0.gate_proj.weight" in names
     assert "model.language_model.layers.0.mlp.experts.3.down_proj.qweight" in names
-    assert mtp.config["quantization_config"]["dynamic"] == {"-:.*visual.*": {}, "-:.*mtp.*": {}}
+    assert "-:.*mtp.*" in mtp.config["quantization_config"]["dynamic"]
 
 
 # ---------------------------------------------------------------------------------------

@@ -37,6 +37,18 @@ FAMILY_NAMES = {
         ["model.mtp_layers.0.input_proj.weight", "model.mtp_layers.0.mtp_block.self_attn.q_proj.weight"],
         ["model.layers.35.self_attn.q_proj.weight"],
     ),
+    # ERNIE-4.5 MoE: one prefix per MTP part, each indexed (ernie_mtp.py)
+    "ernie45_moe": (
+        {"num_hidden_layers": 54, "num_nextn_predict_layers": 1},
+        ["model.mtp_block.0.self_attn.q_proj.weight", "model.mtp_emb_norm.0.weight", "model.mtp_linear_proj.0.weight"],
+        ["model.layers.53.mlp.gate.weight", "model.norm.weight"],
+    ),
+    # Nemotron-H: one MTP step = len(mtp_hybrid_override_pattern) physical mtp.layers.{j}
+    "nemotron_h": (
+        {"num_hidden_layers": 88, "num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*E"},
+        ["mtp.layers.0.mixer.qkv_proj.weight", "mtp.layers.1.mixer.experts.0.up_proj.weight"],
+        ["backbone.layers.87.mixer.in_proj.weight"],
+    ),
 }
 
 
@@ -81,3 +93,22 @@ def test_layer_group():
     assert L.layer_group("model.layers.43.mtp_block.attn") == "model.layers.43."
     assert L.layer_group("mtp.layers.0.mlp") == "mtp.layers.0."
     assert L.layer_group("lm_head") is None
+
+
+def test_vllm_depth_is_the_declared_depth_or_the_loaders_default():
+    """Qwen3-Next configs carry no depth key; vLLM 0.33.0's Qwen3NextMTP builds
+    getattr(config, "num_nextn_predict_layers", 1) layers and ignores mtp_num_hidden_layers."""
+    assert L.vllm_depth({"model_type": "qwen3_next"}) == ("num_nextn_predict_layers", 1)
+    assert L.vllm_depth({"model_type": "qwen3_next", "num_nextn_predict_layers": 2}) == ("num_nextn_predict_layers", 2)
+    assert L.vllm_depth({"model_type": "qwen3_next", "mtp_num_hidden_layers": 3}) == ("num_nextn_predict_layers", 1)
+    assert L.vllm_depth({"model_type": "glm4_moe", "num_nextn_predict_layers": 0}) == ("num_nextn_predict_layers", 0)
+    assert L.vllm_depth({"model_type": "glm4_moe"}) == ("num_nextn_predict_layers", 0)
+    cfg = {"model_type": "qwen3_5", "text_config": {"num_hidden_layers": 64, "mtp_num_hidden_layers": 2}}
+    assert L.vllm_depth(cfg) == ("text_config.mtp_num_hidden_layers", 2)
+
+
+def test_nemotron_h_counts_steps_not_physical_layers():
+    cfg = {"num_hidden_layers": 88, "num_nextn_predict_layers": 2, "mtp_hybrid_override_pattern": "*E"}
+    names = [f"mtp.layers.{j}.norm.weight" for j in range(4)]
+    assert L.depth_on_disk(names, cfg) == 2
+    assert L.depth_on_disk(names[:3], cfg) == 1  # step 1 half written: only step 0 is whole

@@ -43,19 +43,7 @@ def lint_recorded(case: dict) -> tuple[int, dict]:
     params.pop("path")
     settings = load_settings(path, params)
     report = ProbeReport.from_json(record["report"])
-    req = report.request
-    request = ProbeRequest(
-        sm=(req.sm[0], req.sm[1]),
-        gpu_name=req.gpu_name,
-        gpu_memory=req.gpu_memory,
-        num_speculative_tokens=req.num_speculative_tokens,
-        tensor_parallel_size=req.tensor_parallel_size,
-        pipeline_parallel_size=req.pipeline_parallel_size,
-        patches=req.patches,
-        serve_args=req.serve_args,
-        elide=req.elide,
-        trust_remote_code=req.trust_remote_code,
-    )
+    request = ProbeRequest.replaying(report.request)
     inventory = load_inventory(path)
     inputs = {**record["inputs"], "path": str(path)}
     findings, evaluated = judge(path, inventory, report, inputs, request, settings)

@@ -50,7 +50,9 @@ def _env(tmp: Path) -> dict[str, str]:
 def test_the_wheel_carries_no_vllm_and_the_probe_extra(tool):
     probe = _run([str(tool / "python"), "-c", "import importlib.util as u; print(u.find_spec('vllm') is None)"])
     assert probe.stdout.strip() == "True"
-    extra = _run([str(tool / "python"), "-c", "from mtplint.envs.provision import missing_probe_requirements as m; print(m())"])
+    extra = _run(
+        [str(tool / "python"), "-c", "from mtplint.envs.provision import missing_probe_requirements as m; print(m())"]
+    )
     assert extra.stdout.strip() == "[]", extra.stderr
 
 

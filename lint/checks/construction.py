@@ -46,17 +46,25 @@ def tp_block_divisibility(ctx: Context, options: None) -> list[Hit]:
 _UNMATCHED_LAYER = re.compile(r"Unable to find matching target for (\S*) in the compressed-tensors config")
 
 
-@check(fields=("model", "error_type", "error", "frame", "module"))
+@check(fields=("failed", "model", "error_type", "error", "frame", "module"))
 def construction_failed(ctx: Context, options: None) -> list[Hit]:
     hits = []
     for model, err in ctx.construction_errors():
         if ctx.claimed("construction-error", model, None):
             continue
         layer = _UNMATCHED_LAYER.search(err.message)
+        # "config": vLLM's config classes (VllmConfig, SpeculativeConfig) refused the inputs
+        # before any model was built; no model is named in that case.
+        failed = (
+            "vLLM's config validation rejects these inputs (no model was built)"
+            if model == "config"
+            else f"vLLM cannot construct the {model} model"
+        )
         hits.append(
             Hit(
                 key=model,
                 fields={
+                    "failed": failed,
                     "model": model,
                     "error_type": err.type,
                     "error": err.message,

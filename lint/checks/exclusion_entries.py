@@ -9,10 +9,31 @@ from dataclasses import dataclass, field
 from .. import mtp_layout
 from ..probe.report import ExclusionSection
 from . import check
-from .context import Cause, Context, Hit
+from .context import Cause, Context, Hit, is_quantized_method
 
 
-def ondisk_modules_meant(entry: str, modules: list[str]) -> list[str]:
+class ModuleNames:
+    """A checkpoint's on-disk module names, with an index by every dotted suffix: exact and
+    suffix entries are one lookup each (a 1,333-entry per-Linear list over 35k modules was
+    47 million endswith calls)."""
+
+    def __init__(self, names: Iterable[str]):
+        self.names = sorted(names)
+        self._by_suffix: dict[str, list[str]] | None = None
+
+    def ending_with(self, entry: str) -> list[str]:
+        """The names equal to `entry` or ending with `.entry`, in name order."""
+        if self._by_suffix is None:
+            index: dict[str, list[str]] = {}
+            for name in self.names:
+                parts = name.split(".")
+                for i in range(len(parts)):
+                    index.setdefault(".".join(parts[i:]), []).append(name)
+            self._by_suffix = index
+        return list(self._by_suffix.get(entry, ()))
+
+
+def ondisk_modules_meant(entry: str, modules: ModuleNames) -> list[str]:
     """On-disk modules the entry would match if it were written in the on-disk namespace.
 
     A hand-written reading of the entry (re.match for `re:`, fnmatch-ish `*`, exact or
@@ -26,12 +47,12 @@ def ondisk_modules_meant(entry: str, modules: list[str]) -> list[str]:
             rx = re.compile(entry[3:])
         except re.error:
             return []
-        return [m for m in modules if rx.match(m)]
+        return [m for m in modules.names if rx.match(m)]
     if "*" in entry or "?" in entry:
         import fnmatch
 
-        return [m for m in modules if fnmatch.fnmatch(m, entry)]
-    return [m for m in modules if m == entry or m.endswith("." + entry)]
+        return [m for m in modules.names if fnmatch.fnmatch(m, entry)]
+    return modules.ending_with(entry)
 
 
 def _runtime_prefix_index(ctx: Context) -> dict[str, dict[tuple[str, str], None]]:
@@ -53,8 +74,19 @@ def runtime_prefixes_for(ctx: Context, ondisk: list[str]) -> list[tuple[str, str
     return list(out)
 
 
-def _suggest(prefixes: list[tuple[str, str]]) -> str:
-    names = sorted({p for _m, p in prefixes})
+def compared_names(ctx: Context, prefixes: Iterable[tuple[str, str]]) -> list[str]:
+    """The names vLLM's matcher compares an entry with to decide these layers (a
+    compressed-tensors FusedMoE: `{prefix}.0.{gate,up,down}_proj`), the prefix itself
+    where the probe recorded none."""
+    by_layer = {(d.model, d.prefix): d.compared for d in ctx.report.decisions if d.compared}
+    out: dict[str, None] = {}
+    for mp in prefixes:
+        out.update(dict.fromkeys(by_layer.get(mp) or [mp[1]]))
+    return list(out)
+
+
+def _suggest(ctx: Context, prefixes: list[tuple[str, str]]) -> str:
+    names = sorted(compared_names(ctx, prefixes))
     if not names:
         return ""
     layers = {g for n in names if (g := mtp_layout.layer_group(n))}
@@ -87,16 +119,29 @@ class DeadEntryOptions:
     mtp_markers: list[str] = field(default_factory=lambda: ["mtp"])
     error_when_mtp_looking: bool = True
     error_when_on_disk_name: bool = True
+    # An entry that looks aimed at the MTP block (markers above, or `layers\.4` for MTP
+    # layer 46) and excludes at least this share of the target's layers is over-broad.
+    overbroad_target_share: float = 0.05
 
 
-@check(fields=("key", "entry", "suggestion"), options=DeadEntryOptions)
+DEAD = "matches no module vLLM builds for the target or the MTP draft"
+
+
+@check(fields=("key", "entry", "verdict", "suggestion"), options=DeadEntryOptions)
 def dead_exclusion_entries(ctx: Context, options: DeadEntryOptions) -> list[Hit]:
+    """Dead entries, and (same rule, its own verdict) MTP-looking entries that exclude a
+    large share of the target (catalog MTPL-025)."""
+    overbroad = overbroad_entries(ctx, OverbroadOptions(options.mtp_markers, options.overbroad_target_share))
+    return _dead(ctx, options) + overbroad
+
+
+def _dead(ctx: Context, options: DeadEntryOptions) -> list[Hit]:
     keyed = sections(ctx)
     if not any(s.entries for _k, s in keyed) or not ctx.every_model_built:
         # A model that failed to build recorded only part of its prefixes: an entry's
         # runtime match cannot be judged (MTP009 reports the failure).
         return []
-    ondisk_modules = sorted(ctx.inventory.modules)
+    ondisk_modules = ModuleNames(ctx.inventory.modules)
     markers = [m.lower() for m in options.mtp_markers]
     hits = []
     for key, section in keyed:
@@ -109,7 +154,7 @@ Asked = tuple[tuple[str, str], ...]
 
 
 def _dead_entries(
-    ctx: Context, ex: ExclusionSection, ondisk_modules: list[str], markers: list[str]
+    ctx: Context, ex: ExclusionSection, ondisk_modules: ModuleNames, markers: list[str]
 ) -> tuple[list[Member], dict[Asked, list[Member]]]:
     """A section's dead entries: (judged one by one, grouped by the block vLLM asked about).
 
@@ -123,11 +168,20 @@ def _dead_entries(
     written = ex.as_written
     single: list[Member] = []
     aimed: dict[Asked, list[Member]] = {}
+    excluded = {tuple(h.split(":", 1)) for hits in entries.values() for h in hits}
     for entry, matched in entries.items():
-        if matched:
+        if matched or ex.undecided.get(entry):
+            # Matched, or naming a Linear vLLM builds without asking the config (`eh_proj`
+            # as nn.Linear): the entry declares it unquantized and keeps it so once vLLM
+            # routes it through the config (MTP016 reports the undeclared ones).
             continue
         meant = ondisk_modules_meant(written.get(entry, entry), ondisk_modules)
         prefixes = runtime_prefixes_for(ctx, meant)
+        if prefixes and all(mp in excluded for mp in prefixes):
+            # Per-Linear entries vLLM does not compare (compressed-tensors decides a FusedMoE
+            # from expert 0 only) inside blocks the list already excludes: they describe
+            # the artifact truthfully and change nothing.
+            continue
         mtp_intent = any(m in entry.lower() for m in markers) or any(
             m.startswith("mtp.") or ".mtp." in m for m in meant
         )
@@ -150,7 +204,7 @@ def aimed_groups(ctx: Context, key: str) -> dict[Asked, list[Member]]:
     about (what MTP001 reports as one finding each); empty for a list read the usual way."""
     for k, section in sections(ctx):
         if k == key and section.consulted is not None:
-            return _dead_entries(ctx, section, sorted(ctx.inventory.modules), ["mtp"])[1]
+            return _dead_entries(ctx, section, ModuleNames(ctx.inventory.modules), ["mtp"])[1]
     return {}
 
 
@@ -159,7 +213,7 @@ def _dead_in_section(
     options: DeadEntryOptions,
     ex: ExclusionSection,
     key: str,
-    ondisk_modules: list[str],
+    ondisk_modules: ModuleNames,
     markers: list[str],
 ) -> list[Hit]:
     consulted = ex.consulted
@@ -172,7 +226,12 @@ def _dead_in_section(
         is_error = (options.error_when_mtp_looking and mtp_intent) or (options.error_when_on_disk_name and bool(meant))
         hit = Hit(
             key=entry,
-            fields={"entry": written.get(entry, entry), "key": key, "suggestion": _suggest(prefixes) or "none found"},
+            fields={
+                "entry": written.get(entry, entry),
+                "key": key,
+                "verdict": DEAD,
+                "suggestion": f"runtime names it most likely meant: {_suggest(ctx, prefixes) or 'none found'}",
+            },
             location=ctx.config_location(key),
             severity="error" if is_error else "warning",
             artifact_fixes=["rewrite-ignore-to-runtime-names"],
@@ -235,7 +294,9 @@ def _aimed_hit(
         fields={
             "entry": shown,
             "key": key,
-            "suggestion": f"{', '.join(compared[:4])}{' ...' if len(compared) > 4 else ''}: the only "
+            "verdict": DEAD,
+            "suggestion": "runtime names it most likely meant: "
+            f"{', '.join(compared[:4])}{' ...' if len(compared) > 4 else ''}: the only "
             f"name{'s' if len(compared) > 1 else ''} {via} compares these entries with, "
             f"for {where}",
         },
@@ -266,3 +327,124 @@ def _provides(mtp_intent: bool, prefixes: Iterable[tuple[str, str]]) -> list[Cau
     a runtime prefix explains what that prefix was built with."""
     causes = [Cause("mtp-exclusion")] if mtp_intent else []
     return causes + [Cause("exclusion-missed", (model, prefix)) for model, prefix in prefixes]
+
+
+@dataclass(frozen=True)
+class UndeclaredLinearOptions:
+    # Module classes vLLM builds without consulting the quant config (vLLM 0.33.0:
+    # `eh_proj = nn.Linear(2 * hidden, hidden)` in deepseek_mtp.py, glm4_moe_mtp.py,
+    # glm4_moe_lite_mtp.py, step3p5_mtp.py, hy_v3_mtp.py; `input_proj` in mimo_mtp.py;
+    # `mtp_linear_proj` in ernie_mtp.py). #35041 / #48506 route `eh_proj` through quant_config.
+    plain_classes: list[str] = field(default_factory=lambda: ["Linear"])
+
+
+@check(fields=("module", "key", "format"), options=UndeclaredLinearOptions)
+def undeclared_unquantized_mtp_linear(ctx: Context, options: UndeclaredLinearOptions) -> list[Hit]:
+    """Draft Linears vLLM builds without asking the quant config, fed unquantized tensors,
+    that no exclusion entry declares, under a config that quantizes other layers."""
+    if ctx.report.quant is None or ctx.report.quant.config_class is None or not ctx.built_ok("draft"):
+        return []
+    if not any(is_quantized_method(d.method) for d in ctx.report.decisions):
+        return []
+    declared = {h for s in ctx.exclusion_sections() for hits in s.undecided.values() for h in hits}
+    keyed = sections(ctx)
+    key = keyed[0][0] if keyed else (ctx.inventory.declared.exclusion_key or "quantization_config")
+    fed_by: dict[str, list[str]] = {}
+    for tensor, params in ctx.fed("draft").items():
+        for p in params:
+            fed_by.setdefault(p.rsplit(".", 1)[0], []).append(tensor)
+    modules = sorted(
+        {p.rsplit(".", 1)[0] for p, info in ctx.params("draft").items() if info.module_class in options.plain_classes}
+    )
+    hits = []
+    for module in modules:
+        tensors = fed_by.get(module, [])
+        formats = [ctx.disk_format(t) for t in tensors]
+        if not tensors or any(f is None or f.quantized for f in formats) or f"draft:{module}" in declared:
+            continue  # unfed (MTP005), quantized on disk (MTP003), or declared
+        ondisk = sorted({t.rsplit(".", 1)[0] for t in tensors})
+        hits.append(
+            Hit(
+                key=module,
+                fields={"module": module, "key": key, "format": "unquantized"},
+                location=ctx.config_location(key),
+                severity="info",
+                basis="knowledge",
+                evidence={
+                    "model": "draft",
+                    "module": module,
+                    "ondisk_modules": ondisk,
+                    "tensors": sorted(tensors)[:4],
+                    "quant_config": ctx.report.quant.config_class,
+                },
+            )
+        )
+    return hits
+
+
+@dataclass(frozen=True)
+class OverbroadOptions:
+    mtp_markers: list[str] = field(default_factory=lambda: ["mtp"])
+    # An MTP-looking entry is over-broad when it excludes at least this share of the target's
+    # layers (those vLLM asked the quant config about).
+    target_share: float = 0.05
+
+
+_LAYER_NUMBER = re.compile(r"layers\\?\.(\d+)")
+
+
+def _mtp_layer_numbers(ctx: Context) -> set[str]:
+    return {m.group(1) for d in ctx.decisions("draft") if (m := _LAYER_NUMBER.search(d.prefix))}
+
+
+def _aimed_at_mtp(entry: str, markers: list[str], mtp_numbers: set[str]) -> bool:
+    r"""The entry names an MTP marker, or a layer number the MTP layer's index starts with
+    (`layers\.4` for layer 46: the author's regex stopped too early)."""
+    if any(m in entry.lower() for m in markers):
+        return True
+    return any(n.startswith(m.group(1)) for m in _LAYER_NUMBER.finditer(entry) for n in mtp_numbers)
+
+
+def overbroad_entries(ctx: Context, options: OverbroadOptions) -> list[Hit]:
+    """MTP-looking entries that exclude a large share of the target's layers."""
+    target = {d.prefix for d in ctx.decisions("target")}
+    if not target:
+        return []
+    markers = [m.lower() for m in options.mtp_markers]
+    mtp_numbers = _mtp_layer_numbers(ctx)
+    mtp_roots = sorted({g for d in ctx.decisions("draft") if (g := mtp_layout.layer_group(d.prefix))})
+    hits = []
+    for key, section in sections(ctx):
+        for entry, matched in section.entries.items():
+            written = section.as_written.get(entry, entry)
+            hit_target = sorted({h.split(":", 1)[1] for h in matched if h.startswith("target:")})
+            share = len(hit_target) / len(target)
+            if share < options.target_share or not _aimed_at_mtp(written, markers, mtp_numbers):
+                continue
+            scoped = ", ".join(("re:^" + re.escape(r)) if written.startswith("re:") else r for r in mtp_roots)
+            hits.append(
+                Hit(
+                    key=entry,
+                    fields={
+                        "entry": written,
+                        "key": key,
+                        "verdict": f"looks aimed at the MTP block but also excludes {share:.0%} of the "
+                        f"target's layers ({len(hit_target)} of {len(target)}, e.g. {hit_target[0]}), "
+                        "which vLLM then builds unquantized",
+                        "suggestion": f"scope it to the MTP block: {scoped or 'the MTP layer prefix'}",
+                    },
+                    location=ctx.config_location(key),
+                    severity="error",
+                    evidence={
+                        "matcher": section.matcher,
+                        "matched_as": entry,
+                        "target_share": round(share, 4),
+                        "target_layers_matched": hit_target[:12],
+                        "target_layers_matched_count": len(hit_target),
+                        "target_layers": len(target),
+                        "intent": "mtp",
+                    },
+                    provides=[Cause("exclusion-overbroad", ("target", p)) for p in hit_target],
+                )
+            )
+    return hits

@@ -11,28 +11,71 @@ from . import check
 from .context import Cause, Context, Hit, frame_json
 
 
-@check(fields=("config_key", "expected", "found", "error"))
+@check(fields=("config_key", "expected", "found", "error", "remedy"))
 def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
-    err = ctx.load("draft").completeness_error
-    if not err:
-        return []
+    """Fewer MTP layers shipped than the depth vLLM builds the draft with. Layers are counted
+    (mtplint.mtp_layout) from what the dry-run fed the draft and from every shard on disk,
+    indexed or not: a layer on disk that does not load is another rule's finding (MTP008 /
+    MTP015), not a depth the checkpoint lacks. Most loaders (GLM-4.x, Qwen3.5, Qwen3-Next,
+    MiMo in vLLM 0.33.0) have no completeness check, so nothing raises: the missing layers
+    draft from empty weights."""
     cfg = ctx.inventory.config
-    key, expected = mtp_layout.depth_field(cfg)
-    draft_fed = ctx.fed("draft")
+    key, expected = mtp_layout.vllm_depth(cfg)
+    err = ctx.load("draft").completeness_error
+    fed = mtp_layout.depth_on_disk(ctx.fed("draft"), cfg)
+    on_disk = mtp_layout.depth_on_disk(_names_on_disk(ctx), cfg)
+    shipped = max(fed, on_disk)
+    if err is None and shipped >= expected:
+        return []
+    declared = mtp_layout.depth_field(cfg)[1] is not None
+    if err is not None:
+        said = f"{err.type}: {err.message.rstrip('.')}"
+    else:
+        draft = ctx.report.models.get("draft")
+        said = (
+            f"nothing raised ({draft.architecture if draft else 'this MTP loader'} has no completeness check): "
+            "the missing layers draft from uninitialized weights"
+        )
     return [
         Hit(
             key="mtp-depth",
             fields={
-                "expected": expected,
-                "found": len(mtp_layout.layers_present(draft_fed, mtp_layout.num_hidden_layers(cfg))),
+                "expected": expected if declared else f"{expected} (vLLM's default: config.json has no such key)",
+                "found": shipped,
                 "config_key": key,
-                "error": f"{err.type}: {err.message}",
+                "error": said,
+                "remedy": _remedy(key, shipped),
             },
             location=ctx.config_location(key),
-            evidence={"vllm_frame": frame_json(err), "draft_tensors_loaded": len(draft_fed)},
+            evidence={
+                "vllm_frame": frame_json(err) if err else None,
+                "vllm_error": said if err else None,
+                "depth_vllm_builds": expected,
+                "layers_fed_to_draft": fed,
+                "layers_on_disk": on_disk,
+                "layers_shipped": shipped,
+                "draft_tensors_loaded": len(ctx.fed("draft")),
+            },
             provides=[Cause("mtp-missing")],
         )
     ]
+
+
+def _names_on_disk(ctx: Context) -> list[str]:
+    """Every tensor name in the checkpoint's shards, those the index leaves out included."""
+    names = list(ctx.inventory.tensors)
+    for tensors in ctx.inventory.unindexed.values():
+        names.extend(t.name for t in tensors or ())
+    return names
+
+
+def _remedy(key: str, shipped: int) -> str:
+    if shipped:
+        return f"set {key} to {shipped} (`mtplint fix --only set-mtp-depth`), or restore the missing layers"
+    return (
+        "the checkpoint ships no MTP layer: use an export that keeps the MTP tensors (or restore them from "
+        f"the original), or serve without --speculative-config; {key} = 0 (`set-mtp-depth`) stops advertising MTP"
+    )
 
 
 @check(fields=("model", "tensor", "error_type", "error", "frame"))
@@ -43,9 +86,14 @@ def load_error_unexplained(ctx: Context, options: None) -> list[Hit]:
             continue
         where = f"{err.frame.file}:{err.frame.line}" if err.frame else "None:None"
         groups[(model, err.type, where)].append(err)
+    n_hidden = mtp_layout.num_hidden_layers(ctx.inventory.config)
     hits = []
     for (model, etype, where), errs in groups.items():
         first = errs[0]
+        # MTP tensors that fail to load (a Qwen3.5 block under `model.language_model.mtp.*`
+        # reaches the target's loader, never the draft's): the draft's empty parameters are
+        # the consequence.
+        mtp_failed = any(e.tensor and mtp_layout.is_mtp_name(e.tensor, n_hidden) for e in errs)
         hits.append(
             Hit(
                 key=f"{model}:{first.tensor}",
@@ -62,6 +110,7 @@ def load_error_unexplained(ctx: Context, options: None) -> list[Hit]:
                     "examples": [e.tensor for e in errs[:5]],
                     "vllm_frame": frame_json(first),
                 },
+                provides=[Cause("mtp-missing")] if mtp_failed else [],
             )
         )
     return hits

@@ -27,6 +27,9 @@ def next_n_kernel_support(ctx: Context, options: KernelOptions) -> list[Hit]:
     if k is None or k.status in ("native", "not-applicable"):
         return []
     status = k.status
+    if status == "unknown" and k.next_n in options.legacy_native_next_n:
+        # No predicate to ask, but DeepGEMM has always run these natively: nothing to report.
+        return []
     predicate = next((c.predicate for c in k.checks), "none in this vLLM")
     fields = {
         "next_n": k.next_n,
@@ -36,17 +39,17 @@ def next_n_kernel_support(ctx: Context, options: KernelOptions) -> list[Hit]:
         "predicate": predicate,
     }
     # "fallback": this vLLM flattens the query (slower, correct). "unsupported": it would
-    # assert at startup. "unknown": no predicate to ask; reported as info.
-    severity = {"fallback": "warning", "unsupported": "error", "unknown": "info"}.get(status)
-    if status == "unknown" and k.next_n not in options.legacy_native_next_n:
-        # No native-decode predicate means no flattened fallback either: vLLM builds of
-        # that age hand next_n straight to DeepGEMM, which asserts next_n in {1, 2}.
-        severity = "error"
+    # assert at startup. "unknown" (a vLLM without the predicate): no flattened fallback
+    # either, so DeepGEMM gets next_n as is and asserts next_n in {1, 2}; known from the
+    # kernel, not asked of the probed vLLM.
+    severity = {"fallback": "warning", "unsupported": "error", "unknown": "error"}.get(status)
+    basis = "knowledge" if status == "unknown" else "probe"
     return [
         Hit(
             key=f"next_n={k.next_n}",
             fields=fields,
             severity=severity,
+            basis=basis,
             location=ctx.config_location("num_nextn_predict_layers"),
             evidence={"checks": [kernel_check_json(c) for c in k.checks]},
         )

@@ -3,22 +3,75 @@ tensors (MTP002) and unquantized layers given quantized ones (MTP003)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import re
+from collections import Counter, defaultdict
 
 from ..findings import Location
+from ..inventory.fingerprint import split_module
 from ..probe.report import MODELS, LoadError
 from . import check
 from .context import Cause, Context, Hit, frame_json, is_quantized_method
+
+_NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute")
 
 
 def _group(ctx: Context) -> dict[tuple[str, str], list[LoadError]]:
     """Load errors by (model, the runtime module the failing tensor was headed for)."""
     groups: dict[tuple[str, str], list[LoadError]] = defaultdict(list)
+    runtime_parents = _runtime_parents(ctx)
     for model, err in ctx.load_errors():
-        module = ctx.error_module(model, err)
+        module = ctx.error_module(model, err) or _fused_layer_that_raised(ctx, model, err, runtime_parents)
         if module:
             groups[(model, module)].append(err)
     return groups
+
+
+def _parent(name: str) -> str:
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+def _runtime_parents(ctx: Context) -> dict[tuple[str, str], str]:
+    """(model, on-disk parent module) -> the runtime parent its children's tensors were loaded
+    under, by the probe's own name mapping (the most common answer where several differ)."""
+    votes: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for ondisk, model, prefix in ctx.ondisk_to_runtime:
+        votes[(model, _parent(ondisk))][_parent(prefix)] += 1
+    return {key: counter.most_common(1)[0][0] for key, counter in votes.items()}
+
+
+def _fused_layer_that_raised(
+    ctx: Context, model: str, err: LoadError, runtime_parents: dict[tuple[str, str], str]
+) -> str | None:
+    """A layer's own load_weights() raised (`'<Class>' object has no attribute ...`: a GPTQ
+    MergedColumnParallelLinear has no `weight`, so vLLM hands the layer itself to its weight
+    loader), for a tensor the model's mapper renamed into a fused layer (`in_proj_b` ->
+    `in_proj_ba`): no parameter is named, and the names share no leading components. The
+    layer is the one of that class, under the runtime parent the tensor's loaded siblings
+    went to, that received nothing."""
+    m = _NO_ATTRIBUTE.search(err.message)
+    if m is None or not err.tensor:
+        return None
+    ondisk_module = split_module(err.tensor)[0]
+    runtime_parent = runtime_parents.get((model, _parent(ondisk_module)))
+    if runtime_parent is None:
+        return None
+    candidates = [
+        d.module_path
+        for d in ctx.decisions(model)
+        if d.layer_class == m.group(1)
+        and _parent(d.prefix) == runtime_parent
+        and not any(ctx.param_initialized(model, p) for p in ctx.params_under(model, d.module_path))
+    ]
+    if not candidates:
+        return None
+    # Several untouched layers of the class: the fused name that extends the on-disk one.
+    leaf = ondisk_module.rsplit(".", 1)[-1]
+    return max(candidates, key=lambda path: _shared_start(path.rsplit(".", 1)[-1], leaf))
+
+
+def _shared_start(a: str, b: str) -> int:
+    """How many leading characters two names share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def _tensor(err: LoadError) -> str:
@@ -161,6 +214,7 @@ def _raised_unquantized_fed_quantized(ctx: Context) -> dict[str, Hit]:
                 "quant_method": decision.method if decision else None,
             },
             provides=[Cause("quant-mismatch", (model, module))],
+            because=[Cause("exclusion-overbroad", (model, decision.prefix))] if decision else [],
             claims=[("load-error", model, e.tensor) for e in errs],
         )
     return hits
@@ -173,6 +227,8 @@ def _silent_unquantized_fed_quantized(ctx: Context) -> dict[str, Hit]:
         for tensor, params in ctx.fed(model).items():
             disk = ctx.disk_format(tensor)
             if disk is None or not disk.quantized or not tensor.endswith(".weight"):
+                continue
+            if _dequantized_on_load(ctx, model, tensor, disk.suffixes):
                 continue
             for p in params:
                 param_dtype, module_class = _param_info(ctx, model, p)
@@ -202,6 +258,7 @@ def _silent_unquantized_fed_quantized(ctx: Context) -> dict[str, Hit]:
                         "silent": True,
                     },
                     provides=[Cause("quant-mismatch", (model, module))],
+                    because=[Cause("exclusion-overbroad", (model, decision.prefix))] if decision else [],
                 )
     return hits
 
@@ -215,3 +272,13 @@ def _param_info(ctx: Context, model: str, param: str) -> tuple[str | None, str |
     """(dtype, module class) of a parameter, (None, None) where the model has none of that name."""
     info = ctx.params(model).get(param)
     return (info.dtype, info.module_class) if info else (None, None)
+
+
+def _dequantized_on_load(ctx: Context, model: str, weight: str, suffixes: tuple[str, ...]) -> bool:
+    """The loader read the weight's scales too (held back until both arrived, or fed): it
+    upcasts the weight on load by design, as DeepSeek-V3.2's FP8 indexer `wk` into the fused
+    BF16 `wk_weights_proj` (vLLM 0.33 deepseek_v2.py `_try_load_fp8_indexer_wk`)."""
+    module = weight.rsplit(".", 1)[0]
+    scales = [f"{module}.{leaf}" for leaf in suffixes if "scale" in leaf]
+    read = set(ctx.fed(model)) | set(ctx.load(model).held_back)
+    return bool(scales) and all(s in read for s in scales)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from .. import mtp_layout
 from ..findings import Location
 from ..probe.report import MODELS
 from . import check
@@ -22,7 +23,9 @@ class UnconsumedOptions:
 def tensors_consumed_by_nothing(ctx: Context, options: UnconsumedOptions) -> list[Hit]:
     """Checkpoint tensors that neither model's own load_weights() put anywhere, without an
     error: the loaders skipped them silently. Grouped by top-level prefix, so a whole MTP
-    block under a name the draft does not read is one finding."""
+    block under a name the draft does not read is one finding. Tensors a vLLM loader
+    discards by design (mapped to None), and those of MTP layers beyond the ones the draft
+    builds, are not findings."""
     if not ctx.every_model_built:
         return []
     if ctx.report.request.pipeline_parallel_size > 1:
@@ -31,7 +34,10 @@ def tensors_consumed_by_nothing(ctx: Context, options: UnconsumedOptions) -> lis
     for model in MODELS:
         consumed.update(ctx.fed(model))
     consumed.update(e.tensor for _model, e in ctx.load_errors() if e.tensor)
-    unconsumed = [t for t in ctx.inventory.tensors if t not in consumed]
+    for model in MODELS:
+        consumed.update(ctx.load(model).held_back)  # read once their partner arrived
+    consumed.update(_discarded_by_design(ctx))
+    unconsumed = [t for t in ctx.inventory.tensors if t not in consumed and not _beyond_built_draft(ctx, t)]
     if not unconsumed:
         return []
     depth = options.group_depth
@@ -44,10 +50,9 @@ def tensors_consumed_by_nothing(ctx: Context, options: UnconsumedOptions) -> lis
     hits = []
     for prefix, names in sorted(groups.items()):
         mtp = any(m in prefix.lower() for m in markers)
-        key = f"unconsumed:{prefix}"
         hits.append(
             Hit(
-                key=key,
+                key=f"unconsumed:{prefix}",
                 fields={"count": len(names), "prefix": prefix, "example": names[0]},
                 location=Location(file=ctx.tensor_file(names[0]), tensor=names[0]),
                 evidence={"examples": names[:8], "mtp_looking": mtp},
@@ -56,6 +61,45 @@ def tensors_consumed_by_nothing(ctx: Context, options: UnconsumedOptions) -> lis
             )
         )
     return hits
+
+
+def _beyond_built_draft(ctx: Context, tensor: str) -> bool:
+    """A tensor of an MTP layer past the ones the draft read: vLLM builds fewer MTP layers
+    than the checkpoint ships by design (MiMo-V2 ships three and builds one,
+    `_MIMO_V2_FLASH_NUM_MTP_LAYERS = 1` in vLLM 0.33.0 mimo_v2_mtp.py), so it is unused, not lost."""
+    built = _draft_depth_fed(ctx)
+    layer = mtp_layout.mtp_layer_index(tensor, mtp_layout.num_hidden_layers(ctx.inventory.config))
+    return built is not None and layer is not None and layer >= built
+
+
+def _discarded_by_design(ctx: Context) -> set[str]:
+    """Tensors a vLLM WeightsMapper mapped to None while loading (the quant config's
+    checkpoint weight mapper drops GPTQ `.g_idx`: "Discard activation-order metadata").
+    The target dropping the MTP block (`mtp.` -> None) says "not mine", not "nobody's": the
+    draft must still read it."""
+    n_hidden = mtp_layout.num_hidden_layers(ctx.inventory.config)
+    out = set(ctx.load("draft").discarded)
+    out.update(t for t in ctx.load("target").discarded if not mtp_layout.is_mtp_name(t, n_hidden))
+    return out
+
+
+def _draft_depth_fed(ctx: Context) -> int | None:
+    """How many MTP layers the draft read tensors of (the highest on-disk MTP layer it fed,
+    plus one); None when it fed no per-layer MTP tensor."""
+    cache = ctx.__dict__.setdefault("_draft_depth_fed", {})
+    if "depth" not in cache:
+        cache["depth"] = _fed_depth(ctx)
+    return cache["depth"]
+
+
+def _fed_depth(ctx: Context) -> int | None:
+    n_hidden = mtp_layout.num_hidden_layers(ctx.inventory.config)
+    layers = {
+        i
+        for t, params in ctx.fed("draft").items()
+        if params and (i := mtp_layout.mtp_layer_index(t, n_hidden)) is not None
+    }
+    return max(layers) + 1 if layers else None
 
 
 _SCALE_DIALECTS = ("weight_scale_inv", "weight_scale", "scale")

@@ -72,6 +72,15 @@ def write_atomic(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def copy_into(fd: int, src: Path) -> None:
+    """Copy `src` into the open temp file `fd` (closed after) and make it durable."""
+    with os.fdopen(fd, "wb") as f, open(src, "rb") as source:
+        while chunk := source.read(CHUNK):
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def keep_original(path: Path) -> Path | None:
     """Copy `path` to `<path>.mtplint-orig` unless that exists; hard-linking the finished
     copy into place is what makes "never overwrite" atomic."""
@@ -82,11 +91,7 @@ def keep_original(path: Path) -> Path | None:
         return backup
     fd, tmp = temp_in(path.parent, backup.name, like=path)
     try:
-        with os.fdopen(fd, "wb") as f, open(path, "rb") as src:
-            while chunk := src.read(CHUNK):
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
+        copy_into(fd, path)
         try:
             os.link(tmp, backup)
         except FileExistsError:

@@ -229,12 +229,17 @@ def runtime_entries(
                 continue
             entries.append(entry)
             done |= {mp for mp in todo if mp[1].startswith(root)}
+    from ..checks.exclusion_entries import compared_names
+
     for mp in todo:
         if mp in done:
             continue
-        e = lst.exact(mp[1])
-        if e not in entries:
-            entries.append(e)
+        # The names vLLM's matcher compares for this layer, not its prefix: a
+        # compressed-tensors FusedMoE is decided by `{prefix}.0.{gate,up,down}_proj`.
+        for name in compared_names(ctx, [mp]):
+            e = lst.exact(name)
+            if e not in entries:
+                entries.append(e)
     return entries, notes
 
 

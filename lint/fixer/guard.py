@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..findings import Finding
-from .apply import BACKUP_SUFFIX, CHUNK, fsync_dir, temp_in, write_order
+from .apply import BACKUP_SUFFIX, copy_into, fsync_dir, temp_in, write_order
 from .plan import Change, Rendered
 from .workdir import TEMP_SUFFIX, targets
 
@@ -95,11 +95,7 @@ def _save(path: Path) -> Path:
 def _copy(path: Path) -> Path:
     fd, tmp = temp_in(path.parent, path.name + ".rollback", like=path)
     try:
-        with os.fdopen(fd, "wb") as f, open(path, "rb") as src:
-            while chunk := src.read(CHUNK):
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
+        copy_into(fd, path)
         os.utime(tmp, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns))
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -1,9 +1,11 @@
 """set-mtp-depth (MTP006): make the config's MTP depth match the MTP layers on disk.
 
 Quantizers that drop the MTP block copy config.json with its depth field intact, so the
-artifact advertises layers it lacks. Depth 0 is the honest value for a checkpoint that
-ships none: vLLM then refuses `--speculative-config method=mtp` up front instead of
-failing after loading the whole target.
+artifact advertises layers it lacks. With some layers shipped, their count is the depth the
+draft can run. With none, depth 0 stops the checkpoint advertising MTP: vLLM 0.33.0 then
+stops at config validation when `--speculative-config method=mtp` is given (SpeculativeConfig
+takes `num_speculative_tokens % n_predict` with n_predict 0) instead of drafting from empty
+weights; restoring the MTP tensors is the better fix and the finding says so.
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ def plan(
         return []
     key = hits[0].location.config_key or "num_nextn_predict_layers"
     old = get_key(inventory.config, key)
-    depth = mtp_layers_on_disk(inventory)
+    # What MTP006 counted (fed to the draft, or on disk in any shard); the inventory's own
+    # count where the finding does not carry one.
+    shipped = hits[0].evidence.get("layers_shipped")
+    depth = shipped if isinstance(shipped, int) else mtp_layers_on_disk(inventory)
     if old == depth:
         return []
 
@@ -46,8 +51,8 @@ def plan(
         expects["MTP009"] = "depth 0: vLLM refuses --speculative-config method=mtp for this checkpoint"
         notes.append(
             "this checkpoint ships no MTP layer: depth 0 DISABLES MTP. Serve it without "
-            "--speculative-config (vLLM 0.33.0 rejects method=mtp for it), or restore the "
-            "MTP tensors from the original checkpoint instead of running this fix"
+            "--speculative-config (vLLM 0.33.0 stops at config validation for method=mtp), or "
+            "restore the MTP tensors from the original checkpoint instead of running this fix"
         )
     return [
         Change(

@@ -22,7 +22,7 @@ def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     from ..checks.context import Context
-    from ..checks.exclusion_entries import ondisk_modules_meant, runtime_prefixes_for
+    from ..checks.exclusion_entries import ModuleNames, ondisk_modules_meant, runtime_prefixes_for
     from .exclusion_list import exclusion_list, feeders, runtime_entries
 
     # Entries of a list compared with on-disk block names (evidence.vllm_compares) are
@@ -39,7 +39,7 @@ def plan(
         return []
     ctx = Context(inventory, report, {})
     feed = feeders(ctx)
-    modules = sorted(inventory.modules)
+    modules = ModuleNames(inventory.modules)
     drop_dead = bool((options or {}).get("drop_dead"))
     changes: list[Change] = []
     drop: list[str] = []
@@ -78,8 +78,15 @@ def plan(
                 )
                 group[0].leaves.append(f.id)
             changes += group
-        if drop_dead:
+        if drop_dead and not _used(report, f.key):
             drop.append(entry)
     if drop:
         changes += lst.remove_change(ID, drop, f"drop dead {', '.join(repr(e) for e in drop)}")
     return changes
+
+
+def _used(report: ProbeReport, entry: str) -> bool:
+    """Does any vLLM comparison use the entry (it excludes a layer of some list), or does
+    it declare a Linear vLLM builds without asking the config? Such an entry is never
+    dropped, whatever finding names it."""
+    return any(s.entries.get(entry) or s.undecided.get(entry) for s in report.exclusions)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import fields
 from typing import Any
 
 from .report import (
@@ -41,25 +42,17 @@ def _model_class(model: Any) -> str | None:
 
 
 def _request(request: dict[str, Any]) -> Request:
-    """What the report says was modelled: the request without its file paths."""
-    return Request(
-        sm=list(request["sm"]),
-        gpu_name=request["gpu_name"],
-        gpu_memory=request["gpu_memory"],
-        num_speculative_tokens=request["num_speculative_tokens"],
-        tensor_parallel_size=request["tensor_parallel_size"],
-        pipeline_parallel_size=request.get("pipeline_parallel_size", 1),
-        patches=list(request.get("patches", [])),
-        serve_args=dict(request.get("serve_args", {})),
-        elide=bool(request.get("elide", True)),
-        trust_remote_code=bool(request.get("trust_remote_code")),
-    )
+    """What the report says was modelled: the request without its file paths (the parent
+    wrote every field of Request under its own name)."""
+    return Request(**{f.name: request[f.name] for f in fields(Request)})
 
 
 def probe(request: dict[str, Any]) -> ProbeReport:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    from . import runtime_shim
+    from . import phases, runtime_shim
+
+    phases.emit("importing vLLM")
 
     gpus = max(8, request["tensor_parallel_size"] * request.get("pipeline_parallel_size", 1))
     runtime_shim.install(tuple(request["sm"]), request["gpu_name"], request["gpu_memory"], gpus)
@@ -129,6 +122,8 @@ def probe(request: dict[str, Any]) -> ProbeReport:
         if model is None:
             continue
         t = time.perf_counter()
+        label = "the target" if name == "target" else "the MTP draft"
+        phases.emit(f"dry-run load of {label} ({len(tensors):,} checkpoint tensors on meta)")
         with set_current_vllm_config(built.vllm_config):
             run = dryrun.run(model, tensors, mtp_completeness=(name == "draft"), elide=report.request.elide)
         timings[f"load_{name}"] = time.perf_counter() - t
@@ -136,6 +131,7 @@ def probe(request: dict[str, Any]) -> ProbeReport:
 
     if built.target is not None and built.draft is not None:
         t = time.perf_counter()
+        phases.emit("replaying the proposer's embedding and head sharing")
         with set_current_vllm_config(built.vllm_config):
             report.wiring = wiring.replay(built.draft, built.target, built.vllm_config, built.spec_config)
         timings["wiring"] = time.perf_counter() - t
@@ -143,6 +139,7 @@ def probe(request: dict[str, Any]) -> ProbeReport:
     qc = built.vllm_config.quant_config
     if qc is not None:
         t = time.perf_counter()
+        phases.emit("matching exclusion entries with vLLM's own matchers")
         layers = [(d.model, d.prefix, d.layer) for d in built.decisions if d.layer is not None]
         seen = {(m, p) for m, p, _ in layers}
         layers += [(m, p, None) for m, p in built.prefixes if (m, p) not in seen]
@@ -157,18 +154,34 @@ def probe(request: dict[str, Any]) -> ProbeReport:
                 return next(iter(models))
             return "target" if cfg is built.vllm_config else "draft"
 
-        report.exclusions = matchers.match_entries(qc, original, layers, consultations, model_of)
+        compared = {(d.model, d.prefix): d.compared for d in built.decisions if d.compared}
+        report.exclusions = matchers.match_entries(
+            qc, original, layers, consultations, model_of, compared, _plain_linears(built)
+        )
         first = report.exclusions[0]
         first.as_written = matchers.as_written(
             first, getattr(built.vllm_config.model_config.hf_config, "quantization_config", None)
         )
         timings["exclusions"] = time.perf_counter() - t
+    phases.emit("asking vLLM's kernel predicates")
     report.kernels = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])
     timings["total"] = time.perf_counter() - t0
     import resource
 
     report.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return report
+
+
+def _plain_linears(built: Any) -> list[tuple[str, str]]:
+    """(model, module path) of every torch nn.Linear: built without asking the quant config
+    (DeepSeek/GLM MTP `eh_proj`), so no exclusion entry decides it today."""
+    import torch
+
+    out = []
+    for name, model in (("target", built.target), ("draft", built.draft)):
+        if model is not None:
+            out += [(name, path) for path, m in model.named_modules() if type(m) is torch.nn.Linear]
+    return out
 
 
 def _commit() -> str | None:

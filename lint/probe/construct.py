@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import phases
 from .report import Decision, ErrorRecord
 
 
@@ -23,6 +24,7 @@ class QuantDecision:
     method: str | None  # class name of the returned quant method (None: quant_config returned None)
     scheme: str | None = None  # compressed-tensors scheme class, when chosen
     module: str | None = None  # the module's path in named_modules(), filled after construction
+    compared: list[str] = field(default_factory=list)  # names the format's matcher was called with
     layer: Any = field(default=None, repr=False, compare=False)  # not serialized
 
     def to_report(self) -> Decision:
@@ -33,6 +35,7 @@ class QuantDecision:
             method=self.method,
             scheme=self.scheme,
             module=self.module,
+            compared=list(self.compared),
         )
 
 
@@ -50,11 +53,17 @@ class Built:
 
 
 def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase: list[str]) -> None:
+    from .matchers import ComparedNames
+
     original = quant_config.get_quant_method
     quant_config._mtplint_original_get_quant_method = original
+    # Installed for the child's lifetime: the matchers only record inside a decision.
+    compared = ComparedNames()
+    compared.install(quant_config)
 
     def recording_get_quant_method(layer: Any, prefix: str) -> Any:
-        method = original(layer, prefix)
+        with compared.during() as names:
+            method = original(layer, prefix)
         scheme = getattr(layer, "scheme", None)
         sink.append(
             QuantDecision(
@@ -63,6 +72,7 @@ def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase:
                 layer_class=type(layer).__name__,
                 method=type(method).__name__ if method is not None else None,
                 scheme=type(scheme).__name__ if scheme is not None else None,
+                compared=names,
                 layer=layer,
             )
         )
@@ -158,6 +168,7 @@ def build(request: dict[str, Any]) -> Built:
 
     from .runtime_shim import meta_device_mode
 
+    phases.emit("building vLLM's configs (ModelConfig, SpeculativeConfig)")
     vllm_config, spec_config = make_configs(request)
     built = Built(vllm_config=vllm_config, spec_config=spec_config)
     phase = ["target"]
@@ -168,6 +179,7 @@ def build(request: dict[str, Any]) -> Built:
     with set_current_vllm_config(vllm_config):
         init_parallel(request["tensor_parallel_size"], request.get("pipeline_parallel_size", 1))
         with set_default_torch_dtype(vllm_config.model_config.dtype), meta_device_mode():
+            phases.emit(f"constructing the target on meta ({vllm_config.model_config.architectures[0]})")
             try:
                 built.target = initialize_model(vllm_config=vllm_config)
             except MemoryError:
@@ -178,6 +190,7 @@ def build(request: dict[str, Any]) -> Built:
     with set_current_vllm_config(draft_vllm_config):
         draft_model_config = spec_config.draft_model_config
         with set_default_torch_dtype(draft_model_config.dtype), meta_device_mode():
+            phases.emit(f"constructing the MTP draft on meta ({draft_model_config.architectures[0]})")
             try:
                 built.draft = initialize_model(vllm_config=draft_vllm_config, model_config=draft_model_config)
             except MemoryError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,9 @@ class DryRun:
     params_loaded_by_loader: set[str] = field(default_factory=set)  # whose weight_loader took a tensor
     completeness_error: ErrorRecord | None = None
     elided: dict[str, str] = field(default_factory=dict)  # elided tensor -> representative fed
+    # Checkpoint tensor -> the name a vLLM WeightsMapper dropped it under (mapped to None).
+    discarded: dict[str, str] = field(default_factory=dict)
+    held_back: dict[str, str] = field(default_factory=dict)  # tensor -> the tensor whose loading read it
     seconds: float = 0.0
 
     def to_report(self) -> LoadResult:
@@ -95,6 +99,8 @@ class DryRun:
             params_loaded_by_loader=sorted(self.params_loaded_by_loader),
             completeness_error=self.completeness_error,
             elided=Elision(tensors=len(self.elided), groups=len(set(self.elided.values())), rule=ELISION_RULE),
+            discarded=self.discarded,
+            held_back=self.held_back,
         )
 
 
@@ -110,16 +116,49 @@ class _Attribution:
     def __init__(self, model: Any):
         from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 
-        self.current: str | None = None
+        self._current: str | None = None
+        self.current_fed = False  # the current tensor's loading has fed a parameter
         self.failed_param: str | None = None
         self.fed: dict[str, list[str]] = {}
+        self.held_back: dict[str, str] = {}  # tensor -> the tensor whose loading consumed it
         self.params_loaded_by_loader: set[str] = set()
         self._restore: list[tuple[Any, Any, bool]] = []
+        self._held: dict[str, Any] = {}  # tensor name -> weakref to the meta tensor handed out
         for name, param in model.named_parameters(remove_duplicate=False):
             original = getattr(param, "weight_loader", None)
             had_own = original is not None
             loader = original if had_own else default_weight_loader
             self._wrap(param, name, loader, had_own)
+
+    @property
+    def current(self) -> str | None:
+        return self._current
+
+    @current.setter
+    def current(self, name: str | None) -> None:
+        self._current = name
+        self.current_fed = False
+
+    def hand_out(self, name: str, tensor: Any) -> Any:
+        """Watch the meta tensor handed out for `name`: a loader may hold it back (a weight
+        buffered until its scale arrives) and load it later, under another current tensor."""
+
+        def released(_ref: Any) -> None:
+            self._released(name)
+
+        self._held[name] = weakref.ref(tensor, released)
+        return tensor
+
+    def _released(self, name: str) -> None:
+        """A tensor freed right after another tensor's loading fed parameters was held back
+        for that loading (vLLM's `_try_load_fp8_indexer_wk` dequantizes the FP8 `wk` once its
+        scale arrives): it was read, though it fed no parameter as it is. One freed when the
+        loop merely moved on was not."""
+        self._held.pop(name, None)
+        current = self._current
+        if current is None or current == name or not self.current_fed or name in self.fed:
+            return
+        self.held_back[name] = current
 
     def _wrap(self, param: Any, name: str, loader: Any, had_own: bool) -> None:
         def attributed(*args: Any, **kwargs: Any) -> Any:
@@ -130,9 +169,10 @@ class _Attribution:
                 self.failed_param = name
                 raise
             # FusedMoE loaders report "not mine" through return_success=False.
-            if result is not False and self.current is not None:
-                self.fed.setdefault(self.current, []).append(name)
+            if result is not False and self._current is not None:
+                self.fed.setdefault(self._current, []).append(name)
                 self.params_loaded_by_loader.add(name)
+                self.current_fed = True
             return result
 
         try:
@@ -171,16 +211,56 @@ def run(
     keep, result.elided = plan_elision(model, tensors) if elide else (list(range(len(tensors))), {})
     feed = _Feed([tensors[i] for i in keep], _Attribution(model))
     try:
-        failed, replay = _load_resuming(model, feed, result, mtp_completeness)
+        with _recording_mapper_drops(feed.attribution, result.discarded):
+            failed, replay = _load_resuming(model, feed, result, mtp_completeness)
         if replay:
             _replay_for_completeness(model, [t for t in feed.tensors if t[0] not in failed], result)
     finally:
         feed.attribution.restore()
     result.fed = feed.attribution.fed
+    result.held_back = feed.attribution.held_back
     result.params_loaded_by_loader = feed.attribution.params_loaded_by_loader
     _attribute_elided(result)
     result.seconds = time.perf_counter() - started
     return result
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _same_tensor(key: str, tensor: str) -> bool:
+    """Whether a name a mapper sees is (a renaming of) the checkpoint tensor being fed: same
+    leaf, same layer and expert indices. A loader that buffers tensors maps other names
+    while a later one is current."""
+    return key.rsplit(".", 1)[-1] == tensor.rsplit(".", 1)[-1] and _DIGITS.findall(key) == _DIGITS.findall(tensor)
+
+
+@contextlib.contextmanager
+def _recording_mapper_drops(attribution: _Attribution, dropped: dict[str, str]) -> Iterator[None]:
+    """Record the checkpoint tensors a vLLM WeightsMapper maps to None while they are fed:
+    tensors the loaders discard by design (the quant config's checkpoint weight mapper drops
+    GPTQ `.g_idx`, AutoWeightsLoader drops rotary buffers), which feed nothing on purpose."""
+    try:
+        from vllm.model_executor.models.utils import WeightsMapper
+    except ImportError:
+        yield
+        return
+    # The innermost mapping function of this release (0.20: _map_name; 0.29+: with shards).
+    attr = "_map_name_with_shard" if "_map_name_with_shard" in vars(WeightsMapper) else "_map_name"
+    original = vars(WeightsMapper)[attr]
+
+    def mapping(self: Any, key: str) -> Any:
+        result = original(self, key)
+        current = attribution.current
+        if result is None and current is not None and _same_tensor(key, current):
+            dropped.setdefault(current, key)
+        return result
+
+    setattr(WeightsMapper, attr, mapping)
+    try:
+        yield
+    finally:
+        setattr(WeightsMapper, attr, original)
 
 
 class _Feed:
@@ -197,7 +277,7 @@ class _Feed:
             name, dtype, shape = self.tensors[i]
             self.position = i
             self.attribution.current = name
-            yield name, meta_tensor(dtype, shape)
+            yield name, self.attribution.hand_out(name, meta_tensor(dtype, shape))
         self.position = len(self.tensors)
         self.attribution.current = None
 
@@ -240,20 +320,25 @@ def _load_resuming(model: Any, feed: _Feed, result: DryRun, mtp_completeness: bo
     return failed, mtp_completeness
 
 
+# What vLLM's MTP completeness checks raise: ValueError (deepseek_mtp.py, bailing_moe_mtp.py),
+# RuntimeError (step3p5_mtp.py).
+_COMPLETENESS_ERRORS = (ValueError, RuntimeError)
+
+
 def _checked_completeness_itself(exc: Exception, disable_completeness: Any) -> bool:
-    """A ValueError after the last tensor, from a vLLM that cannot defer its completeness check."""
-    return isinstance(exc, ValueError) and disable_completeness is contextlib.nullcontext
+    """An error after the last tensor, from a vLLM that cannot defer its completeness check."""
+    return isinstance(exc, _COMPLETENESS_ERRORS) and disable_completeness is contextlib.nullcontext
 
 
 def _replay_for_completeness(model: Any, clean: list[tuple[str, str, list[int]]], result: DryRun) -> None:
     """vLLM validates completeness at the end of one load_weights() call, so it is run once
-    over every tensor that loaded cleanly (a replay, cheap for drafts)."""
+    over every tensor that loaded cleanly (a replay, cheap for drafts). These tensors loaded
+    without an error with the check deferred: whatever the replay raises, whichever class the
+    family's check raises, is the completeness check's verdict."""
     try:
         model.load_weights((n, meta_tensor(d, s)) for n, d, s in clean)
-    except ValueError as exc:
+    except Exception as exc:
         result.completeness_error = error_record(exc)
-    except Exception:
-        pass  # already reported by the first pass
 
 
 def _attribute_elided(result: DryRun) -> None:
@@ -262,5 +347,9 @@ def _attribute_elided(result: DryRun) -> None:
     for name, rep in result.elided.items():
         if rep in result.fed:
             result.fed[name] = list(result.fed[rep])
+        if rep in result.discarded:
+            result.discarded[name] = result.discarded[rep]
+        if rep in result.held_back:
+            result.held_back[name] = result.held_back[rep]
         if rep in errors_by_tensor:
             result.errors.append(dataclasses.replace(errors_by_tensor[rep], tensor=name, elided_like=rep))

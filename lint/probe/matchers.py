@@ -51,6 +51,75 @@ def _excluded(quant_config: Any, get_quant_method: Any, layer: Any, prefix: str)
                 layer.scheme = saved_scheme
 
 
+# The functions vLLM's quant configs call by their module-global name to compare a layer
+# name with the exclusion list (first argument: the name compared), and the config methods
+# that do the same. A layer's decision may compare names other than its prefix:
+# compressed-tensors decides a FusedMoE from `{prefix}.0.{gate,up,down}_proj`
+# (CompressedTensorsMoEMethod.get_moe_method, vLLM 0.33.0).
+COMPARING_FUNCTIONS = ("should_ignore_layer", "is_layer_skipped")
+COMPARING_METHODS = ("is_layer_excluded",)
+_QUANT_PACKAGE = "vllm.model_executor.layers.quantization"
+
+
+class ComparedNames:
+    """Records the names a quant config's own matcher is called with while one
+    get_quant_method decision runs (`during`); outside a decision the matchers run as
+    they are."""
+
+    def __init__(self) -> None:
+        self._stack: list[list[str]] = []
+        self._restore: list[tuple[dict[str, Any], str, Any]] = []
+
+    def _spy(self, real: Any) -> Any:
+        import functools
+
+        @functools.wraps(real)
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            if self._stack:
+                name = args[0] if args else kwargs.get("layer_name", kwargs.get("prefix"))
+                if isinstance(name, str) and name not in self._stack[-1]:
+                    self._stack[-1].append(name)
+            return real(*args, **kwargs)
+
+        spy._mtplint_spy = True  # type: ignore[attr-defined]
+        return spy
+
+    def install(self, quant_config: Any) -> None:
+        import sys
+
+        for modname, mod in list(sys.modules.items()):
+            if not modname.startswith(_QUANT_PACKAGE) or mod is None:
+                continue
+            g = vars(mod)
+            for fname in COMPARING_FUNCTIONS:
+                real = g.get(fname)
+                if callable(real) and not getattr(real, "_mtplint_spy", False):
+                    self._restore.append((g, fname, real))
+                    g[fname] = self._spy(real)
+        for mname in COMPARING_METHODS:
+            bound = getattr(quant_config, mname, None)
+            if callable(bound) and not getattr(bound, "_mtplint_spy", False):
+                self._restore.append((quant_config.__dict__, mname, quant_config.__dict__.get(mname)))
+                setattr(quant_config, mname, self._spy(bound))
+
+    def uninstall(self) -> None:
+        for g, name, real in reversed(self._restore):
+            if real is None:
+                g.pop(name, None)
+            else:
+                g[name] = real
+        self._restore.clear()
+
+    @contextlib.contextmanager
+    def during(self):
+        names: list[str] = []
+        self._stack.append(names)
+        try:
+            yield names
+        finally:
+            self._stack.pop()
+
+
 def direct_matcher(quant_config: Any, attr: str) -> Any:
     """The format's own name matcher, called with one entry: (entry, prefix) -> bool.
 
@@ -131,21 +200,34 @@ def match_entries(
     layers: list[tuple[str, str, Any]],
     consultations: list[dict[str, Any]] | None = None,
     model_of: Any = None,
+    compared: dict[tuple[str, str], list[str]] | None = None,
+    undecided: list[tuple[str, str]] | None = None,
 ) -> list[ExclusionSection]:
     """layers: (model, prefix, layer object). One section per exclusion list, each entry
     mapped to the `model:prefix` pairs it excludes; the usual list first.
 
+    `compared`: (model, prefix) -> the names the format's matcher was called with for that
+    decision (ComparedNames); an entry matches the layer when it matches one of them (the
+    prefix itself where none was recorded). `undecided`: (model, module) of Linears built
+    without asking the config, matched by module path into the section's `undecided`.
+
     Lists a config reads through a method of its own (CONSULTING_METHODS) are evaluated
     from `consultations` (record_consultations); they replace an empty usual list, or
     follow it."""
-    primary = _match_primary(quant_config, get_quant_method, layers)
+    primary = _match_primary(quant_config, get_quant_method, layers, compared or {}, undecided or [])
     extra = match_consulted(consultations or [], model_of)
     if extra and not primary.entries:
         return extra
     return [primary, *extra]
 
 
-def _match_primary(quant_config: Any, get_quant_method: Any, layers: list[tuple[str, str, Any]]) -> ExclusionSection:
+def _match_primary(
+    quant_config: Any,
+    get_quant_method: Any,
+    layers: list[tuple[str, str, Any]],
+    compared: dict[tuple[str, str], list[str]],
+    undecided: list[tuple[str, str]],
+) -> ExclusionSection:
     attr = exclusion_attr(quant_config)
     if attr is None:
         return ExclusionSection(attr=None, matcher=None)
@@ -156,28 +238,40 @@ def _match_primary(quant_config: Any, get_quant_method: Any, layers: list[tuple[
         entries = [e for e in entries if str(e).startswith("-:")]
     direct = direct_matcher(quant_config, attr)
     if direct is not None:
-        result, errors = _match_direct(direct, entries, layers)
-        return ExclusionSection(attr=attr, matcher="direct", entries=result, errors=errors)
+        named = [(m, p, compared.get((m, p)) or [p]) for m, p, _layer in layers]
+        result, errors = _match_direct(direct, entries, named)
+        plain, _ = _match_direct(direct, entries, [(m, p, [p]) for m, p in undecided])
+        return ExclusionSection(
+            attr=attr,
+            matcher="direct",
+            entries=result,
+            errors=errors,
+            undecided={e: hits for e, hits in plain.items() if hits},
+        )
     result = _match_by_outcome(quant_config, get_quant_method, attr, full, entries, layers)
     return ExclusionSection(attr=attr, matcher="outcome", entries=result)
 
 
 def _match_direct(
-    direct: Any, entries: list[Any], layers: list[tuple[str, str, Any]]
+    direct: Any, entries: list[Any], layers: list[tuple[str, str, list[str]]]
 ) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """Each entry's `model:prefix` matches by the format's own matcher, and the entries it
-    raised for (counted as matching where it raised)."""
+    """Each entry's `model:prefix` matches by the format's own matcher, tried on every name
+    vLLM compared for that layer (layers: model, prefix, names), and the entries it raised
+    for (counted as matching where it raised)."""
     result: dict[str, list[str]] = {}
     errors: dict[str, str] = {}
     for entry in entries:
         hits = []
-        for model, prefix, _layer in layers:
-            try:
-                if direct(entry, prefix):
+        for model, prefix, names in layers:
+            for name in names:
+                try:
+                    matched = bool(direct(entry, name))
+                except Exception as exc:  # e.g. "different quantization schemes for the shards"
+                    errors[str(entry)] = str(exc)[:300]
+                    matched = True
+                if matched:
                     hits.append(f"{model}:{prefix}")
-            except Exception as exc:  # e.g. "different quantization schemes for the shards"
-                errors[str(entry)] = str(exc)[:300]
-                hits.append(f"{model}:{prefix}")
+                    break
         result[str(entry)] = hits
     return result, errors
 

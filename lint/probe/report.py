@@ -67,6 +67,11 @@ class WiringError(ErrorRecord):
     step: str | None = None  # the proposer's post-load step that raised
 
 
+# Fields added within a schema version: written only when non-empty, so reports recorded
+# before them round-trip unchanged.
+OMIT_EMPTY = {"omit_empty": True}
+
+
 @dataclass
 class Decision:
     """One `quant_config.get_quant_method(layer, prefix)` answer during construction (or the
@@ -78,6 +83,10 @@ class Decision:
     method: str | None  # class name of the quant method (None: the config returned None)
     scheme: str | None  # compressed-tensors scheme class, when one was chosen
     module: str | None  # the module's path in named_modules() (differs from prefix in MTP blocks)
+    # The names the format's own exclusion matcher was called with while vLLM decided this
+    # layer (compressed-tensors MoE: `{prefix}.0.{gate,up,down}_proj`, not the prefix); empty
+    # where none was recorded.
+    compared: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
     @property
     def module_path(self) -> str:
@@ -112,6 +121,13 @@ class LoadResult:
     params_loaded_by_loader: list[str] = field(default_factory=list)
     completeness_error: ErrorRecord | None = None  # vLLM's MTP completeness check (draft)
     elided: Elision = field(default_factory=lambda: Elision(0, 0, ""))
+    # Checkpoint tensor -> the name a vLLM WeightsMapper mapped to None while it was fed: a
+    # tensor the loaders discard by design (GPTQ `.g_idx`, rotary buffers), not an oversight.
+    discarded: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    # Checkpoint tensor -> the tensor whose loading read it: buffered by the loader until that
+    # partner arrived (DeepSeek-V3.2's FP8 indexer `wk` waits for its scale), so it fed no
+    # parameter as it is.
+    held_back: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
 
 
 @dataclass
@@ -142,6 +158,10 @@ class ExclusionSection:
     consulted: dict[str, str | None] | None = None
     # {entry as matched: entry as written in the config}, where vLLM rewrote the list first.
     as_written: dict[str, str] = field(default_factory=dict)
+    # Entry -> "model:module" it names among the Linears vLLM builds without asking the quant
+    # config (`eh_proj = nn.Linear`): the entry declares them unquantized, it excludes nothing
+    # today, and it is what keeps them unquantized once vLLM routes them through the config.
+    undecided: dict[str, list[str]] = field(default_factory=dict, metadata=OMIT_EMPTY)
 
 
 @dataclass
@@ -349,10 +369,17 @@ def _dict(item: Any) -> tuple[Decode, Encode]:
     return decode, lambda value: {k: enc(v) for k, v in value.items()}
 
 
+def _defaulted(cls: type) -> set[str]:
+    """Fields added within a schema version (OMIT_EMPTY): they may be absent, so reports
+    recorded before them still load; every other field must be there."""
+    return {f.name for f in dataclasses.fields(cls) if f.metadata.get("omit_empty")}
+
+
 def _record(cls: type) -> tuple[Decode, Encode]:
     hints = typing.get_type_hints(cls)
     fields = [f.name for f in dataclasses.fields(cls)]
     known = set(fields)
+    optional = _defaulted(cls)
     # Filled on first use: records refer to each other.
     codecs: list[tuple[str, Decode, Encode]] = []
 
@@ -364,18 +391,25 @@ def _record(cls: type) -> tuple[Decode, Encode]:
     def decode(value: Any, path: str) -> Any:
         if type(value) is not dict:
             raise _bad(path, f"{cls.__name__} object", value)
-        for key in value:
-            if key not in known:
-                raise ValueError(f"{path}: unknown field {key!r:.60}")
+        unknown = next((key for key in value if key not in known), None)
+        if unknown is not None:
+            raise ValueError(f"{path}: unknown field {unknown!r:.60}")
         kwargs = {}
         for name, dec, _enc in resolve():
-            if name not in value:
+            if name in value:
+                kwargs[name] = dec(value[name], f"{path}.{name}")
+            elif name not in optional:
                 raise ValueError(f"{path}.{name}: missing")
-            kwargs[name] = dec(value[name], f"{path}.{name}")
         return cls(**kwargs)
 
+    omitted = _defaulted(cls)
+
     def encode(value: Any) -> Any:
-        return {name: enc(getattr(value, name)) for name, _dec, enc in resolve()}
+        return {
+            name: enc(v)
+            for name, _dec, enc in resolve()
+            if not ((v := getattr(value, name)) == {} or v == []) or name not in omitted
+        }
 
     return decode, encode
 

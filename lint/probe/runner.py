@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -26,40 +26,33 @@ from ..inventory.model import Inventory
 from . import cache, phases
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale, terminating_signals_raise
 from .memory_cap import format_size, tree_rss
-from .report import SCHEMA_VERSION, ProbeReport
+from .report import SCHEMA_VERSION, ProbeReport, Request
 
 DEFAULT_TIMEOUT = 600.0
 _POLL_SECONDS = 0.25  # how often the parent checks the probe's deadline and memory
 
 
 @dataclass
-class ProbeRequest:
-    sm: tuple[int, int]
-    gpu_name: str
-    gpu_memory: int
-    num_speculative_tokens: int = 1
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    patches: list[str] = field(default_factory=list)
-    serve_args: dict[str, Any] = field(default_factory=dict)
+class ProbeRequest(Request):
+    """What to model (the report's Request: the same fields, the same names) and how to run
+    the child that models it."""
+
     python: str | None = None
     timeout: float = DEFAULT_TIMEOUT
-    elide: bool = True  # feed only the edge experts of identical per-expert tensor runs
-    trust_remote_code: bool = False  # execute the checkpoint's configuration code (opt-in)
     memory_limit: int | None = None  # bytes the probe's processes may hold resident (not in the key)
 
+    @classmethod
+    def replaying(cls, modelled: Request, **how: Any) -> ProbeRequest:
+        """The request a report answered (a recorded or cached one), run the way `how` says."""
+        return cls(**{f.name: getattr(modelled, f.name) for f in fields(Request)}, **how)
+
+    def modelled(self) -> Request:
+        return Request(**{f.name: getattr(self, f.name) for f in fields(Request)})
+
     def key_fields(self) -> dict[str, Any]:
-        return {
-            "sm": list(self.sm),
-            "gpu_name": self.gpu_name,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "pipeline_parallel_size": self.pipeline_parallel_size,
-            "patches": sorted(self.patches),
-            "serve_args": self.serve_args,
-            "elide": self.elide,
-            "trust_remote_code": self.trust_remote_code,
-        }
+        # gpu_memory only sizes caches vLLM never builds here: the same GPU model, one key.
+        key = {f.name: getattr(self, f.name) for f in fields(Request) if f.name != "gpu_memory"}
+        return {**key, "sm": list(self.sm), "patches": sorted(self.patches)}
 
 
 def _package_dir() -> Path:
@@ -186,20 +179,7 @@ def _run_child(
             (config_dir / extra).write_bytes(src.read_bytes())
     tensors_file = tmp / "tensors.json"
     tensors_file.write_text(json.dumps([[t.name, t.dtype, list(t.shape)] for t in inventory.tensors.values()]))
-    req = {
-        "config_dir": str(config_dir),
-        "tensors_file": str(tensors_file),
-        "sm": list(request.sm),
-        "gpu_name": request.gpu_name,
-        "gpu_memory": request.gpu_memory,
-        "num_speculative_tokens": request.num_speculative_tokens,
-        "tensor_parallel_size": request.tensor_parallel_size,
-        "pipeline_parallel_size": request.pipeline_parallel_size,
-        "patches": request.patches,
-        "serve_args": request.serve_args,
-        "elide": request.elide,
-        "trust_remote_code": request.trust_remote_code,
-    }
+    req = {"config_dir": str(config_dir), "tensors_file": str(tensors_file), **asdict(request.modelled())}
     req_file, report_file = tmp / "request.json", tmp / "report.json"
     req_file.write_text(json.dumps(req))
     env = dict(os.environ)

@@ -1,0 +1,54 @@
+"""The dry run's attribution of checkpoint tensors: tensors a loader holds back until a
+partner arrives, and names a vLLM WeightsMapper drops (no vLLM import: the attribution
+logic alone, on real torch meta tensors)."""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+from mtplint.probe.dryrun import _Attribution, _same_tensor
+
+
+def _attribution() -> _Attribution:
+    # Without __init__: that wraps a model's parameters, which needs vLLM.
+    a = _Attribution.__new__(_Attribution)
+    a._current, a.current_fed, a.failed_param = None, False, None
+    a.fed, a.held_back, a.params_loaded_by_loader, a._restore, a._held = {}, {}, set(), [], {}
+    return a
+
+
+def _meta() -> torch.Tensor:
+    return torch.empty((4, 4), device="meta")
+
+
+def test_a_tensor_held_back_until_its_partner_loads_is_read_with_it():
+    a = _attribution()
+    buffer = {}
+    a.current = "l.0.indexer.wk.weight"
+    buffer["weight"] = a.hand_out("l.0.indexer.wk.weight", _meta())  # held, nothing loaded yet
+    a.current = "l.0.indexer.wk.weight_scale_inv"
+    scale = a.hand_out("l.0.indexer.wk.weight_scale_inv", _meta())
+    a.fed.setdefault(a.current, []).append("l.0.indexer.wk_weights_proj.weight")  # what a loader call records
+    a.current_fed = True
+    del buffer["weight"], scale  # released after the pair was loaded
+    gc.collect()
+    assert a.held_back == {"l.0.indexer.wk.weight": "l.0.indexer.wk.weight_scale_inv"}
+    assert "l.0.indexer.wk.weight" not in a.fed  # fed nothing as it is (dequantized first)
+
+
+def test_a_tensor_skipped_when_the_loop_moves_on_is_credited_with_nothing():
+    a = _attribution()
+    a.current = "l.0.rotary_emb.inv_freq"
+    held = a.hand_out("l.0.rotary_emb.inv_freq", _meta())
+    a.current = "l.0.q_proj.weight"  # the generator hands out the next one before the loop rebinds
+    del held
+    gc.collect()
+    assert not a.held_back and not a.fed
+
+
+def test_a_mapper_drop_belongs_to_the_tensor_fed_only_when_it_names_the_same_tensor():
+    tensor = "model.language_model.layers.3.mlp.experts.7.down_proj.g_idx"
+    assert _same_tensor("language_model.model.layers.3.mlp.experts.7.down_proj.g_idx", tensor)
+    assert not _same_tensor("language_model.model.layers.3.mlp.experts.8.down_proj.g_idx", tensor)
+    assert not _same_tensor("language_model.model.layers.3.mlp.experts.7.down_proj.qweight", tensor)
