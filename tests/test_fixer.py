@@ -158,12 +158,15 @@ def test_originals_are_kept_and_shards_untouched(w4a16_fixed):
     assert (path / "config.json").stat().st_mode == w4a16_fixed["mode_before"]
 
 
-def test_drop_dead_removes_the_kept_entry_and_keeps_the_first_original(w4a16_fixed, probe_cache):
+def test_drop_dead_never_drops_an_entry_vllm_now_compares(w4a16_fixed, probe_cache):
+    # Once the runtime names are in, the probe no longer reports the kept `re:.*mtp.*` dead (the
+    # re-lint has no finding), and --drop-dead drops only what a finding calls dead (issue 13).
     path = w4a16_fixed["path"]
     proc = run_fix(path, ["--only", "rewrite-ignore-to-runtime-names", "--drop-dead"], probe_cache)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nothing to fix" in proc.stdout
     ignore = json.loads((path / "config.json").read_text())["quantization_config"]["ignore"]
-    assert "re:.*mtp.*" not in ignore and "re:^model\\.layers\\.43\\." in ignore
+    assert "re:.*mtp.*" in ignore and "re:^model\\.layers\\.43\\." in ignore
     assert (path / "config.json.mtplint-orig").read_bytes() == w4a16_fixed["config_before"]
     found = codes(check(path, [], probe_cache))
     assert "MTP001" not in found and "MTP002" not in found
