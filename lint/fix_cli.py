@@ -101,25 +101,17 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
 
 
 def _lint_plan_apply(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
-    from .fixer.pipeline import apply_checked, lint, plan_fixes, render_all
+    from .fixer.pipeline import apply_checked, lint
 
     say = progress_reporter(s["quiet"])
     if say:
         say(f"linting {path}")
     before = lint(path, s, progress=say)
     root = before.inventory.root
-    click.echo(f"lint: {counts(before.findings)}")
-    plans, changes, leaves, failing = plan_fixes(before, only, bool(s.get("drop_dead")), s["fail_on"])
-    if not changes:
-        click.echo("nothing to fix" + (" with " + ", ".join(only) if only else ""))
-        list_failing(failing, leaves)
-        return EXIT_FINDINGS if failing else EXIT_OK
-
-    print_plan(plans)
-    rendered = render_all(root, plans)
-    if s.get("dry_run"):
-        print_dry_run(rendered, plans, failing, leaves)
-        return EXIT_OK
+    planned = plan_and_show(before, s, only)
+    if isinstance(planned, int):
+        return planned
+    plans, rendered, leaves, failing = planned
 
     if not rendered.json and not rendered.shards:
         click.echo("nothing to write")
@@ -190,6 +182,25 @@ def report_outcome(outcome: Any, s: dict[str, Any]) -> int:
     list_failing(outcome.final.findings, leaves, {k: v for c in kept for k, v in c.expects.items()})
     remaining = [f for f in blocking(outcome.final.findings, s["fail_on"]) if f.id not in leaves]
     return EXIT_FINDINGS if remaining or outcome.rolled_back else EXIT_OK
+
+
+def plan_and_show(before: Any, s: dict[str, Any], only: list[str] | None) -> tuple[Any, Any, set[str], list] | int:
+    """Print the lint's counts and the plan; the exit code where that is all there is to do
+    (nothing to fix, a dry run), else (plans, rendered files, leaves, failing findings)."""
+    from .fixer.pipeline import plan_fixes, render_all
+
+    click.echo(f"lint: {counts(before.findings)}")
+    plans, changes, leaves, failing = plan_fixes(before, only, bool(s.get("drop_dead")), s["fail_on"])
+    if not changes:
+        click.echo("nothing to fix" + (" with " + ", ".join(only) if only else ""))
+        list_failing(failing, leaves)
+        return EXIT_FINDINGS if failing else EXIT_OK
+    print_plan(plans)
+    rendered = render_all(before.inventory.root, plans)  # a hub snapshot's files: read only
+    if s.get("dry_run"):
+        print_dry_run(rendered, plans, failing, leaves)
+        return EXIT_OK
+    return plans, rendered, leaves, failing
 
 
 def print_plan(plans: dict[str, list[Any]]) -> None:

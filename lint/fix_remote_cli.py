@@ -12,14 +12,14 @@ from typing import Any
 
 import click
 
-from .errors import EXIT_FINDINGS, EXIT_OK, BadInput
+from .errors import BadInput
 from .textsafe import terminal_safe
 
 
 def fix_remote(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
-    from .fix_cli import counts, list_failing, print_dry_run, print_plan, report_outcome
+    from .fix_cli import plan_and_show, report_outcome
     from .fixer.hub_overlay import copy_small_files
-    from .fixer.pipeline import apply_checked, lint, plan_fixes, render_all
+    from .fixer.pipeline import apply_checked, lint
 
     out = s.get("out")
     if not out and not s.get("dry_run"):
@@ -29,17 +29,10 @@ def fix_remote(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
         )
     before = lint(path, s)
     origin = before.inventory.origin or str(path)
-    click.echo(f"lint: {counts(before.findings)}")
-    plans, changes, leaves, failing = plan_fixes(before, only, bool(s.get("drop_dead")), s["fail_on"])
-    if not changes:
-        click.echo("nothing to fix" + (" with " + ", ".join(only) if only else ""))
-        list_failing(failing, leaves)
-        return EXIT_FINDINGS if failing else EXIT_OK
-    print_plan(plans)
-    rendered = render_all(before.inventory.root, plans)  # the snapshot's files, read only
-    if s.get("dry_run"):
-        print_dry_run(rendered, plans, failing, leaves)
-        return EXIT_OK
+    planned = plan_and_show(before, s, only)
+    if isinstance(planned, int):
+        return planned
+    plans, rendered, _leaves, _failing = planned
     if rendered.shards:
         names = ", ".join(terminal_safe(n) for n in rendered.shards)
         raise BadInput(
