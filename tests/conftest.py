@@ -7,6 +7,9 @@ import tempfile
 
 
 def pytest_configure(config):
+    # A CI runner sets CI=true, which turns on mtplint's timed progress lines on stderr; the tests
+    # assert exact stderr, so they run as on a laptop and the progress test sets CI itself.
+    os.environ.pop("CI", None)
     # Probe environments (vLLM releases, ~800 MB each) outlive a session: build/ is the tests' store.
     os.environ.setdefault("MTPLINT_ENVS_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "build", "envs"))
     # Fixture checkpoints are rebuilt only when their recipe or the factory changes (content hash).
