@@ -172,6 +172,15 @@ class Context:
         """Checkpoint tensor -> the parameters of `model` its loading fed."""
         return self.load(model).fed
 
+    def read_tensors(self, model: str) -> frozenset[str]:
+        """Checkpoint tensors the loading of `model` consumed: fed to a parameter, or held
+        back by a loader until a partner arrived. Built once: checks ask per tensor."""
+        cache = self.__dict__.setdefault("_read_tensors", {})
+        if model not in cache:
+            load = self.load(model)
+            cache[model] = frozenset(load.fed) | frozenset(load.held_back)
+        return cache[model]
+
     def load_errors(self, model: str | None = None) -> list[tuple[str, LoadError]]:
         """(model, error) for every tensor that failed to load, target first."""
         return [(m, e) for m in MODELS if model in (None, m) for e in self.load(m).errors]

@@ -280,5 +280,5 @@ def _dequantized_on_load(ctx: Context, model: str, weight: str, suffixes: tuple[
     BF16 `wk_weights_proj` (vLLM 0.33 deepseek_v2.py `_try_load_fp8_indexer_wk`)."""
     module = weight.rsplit(".", 1)[0]
     scales = [f"{module}.{leaf}" for leaf in suffixes if "scale" in leaf]
-    read = set(ctx.fed(model)) | set(ctx.load(model).held_back)
+    read = ctx.read_tensors(model)
     return bool(scales) and all(s in read for s in scales)
