@@ -14,11 +14,12 @@ from typing import Any
 import click
 
 from . import __version__
-from .cli_options import probe_options, progress_reporter
+from .cli_options import probe_options
 from .color import COLOR_MODES
 from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
 from .exit_guard import guarded
 from .findings import SEVERITY_RANK
+from .progress import progress_reporter
 from .settings import load_and_announce
 
 

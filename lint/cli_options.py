@@ -1,10 +1,7 @@
-"""What every probing command's command line shares: the probe options and progress lines."""
+"""What every probing command's command line shares: the probe options (progress lines: lint/progress.py)."""
 
 from __future__ import annotations
 
-import os
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,17 +59,3 @@ def probe_options(fn: Callable) -> Callable:
     for option in reversed(_PROBE_OPTIONS):
         fn = option(fn)
     return fn
-
-
-def progress_reporter(quiet: bool) -> Callable[[str], None] | None:
-    """Progress lines on stderr, each with the seconds since the command started: on a
-    terminal, and in CI logs (not a terminal, $CI set, as GitHub Actions, GitLab CI and most
-    others set it); none with -q or anywhere else (a pipe, a test)."""
-    if quiet or not (sys.stderr.isatty() or os.environ.get("CI", "").lower() in ("1", "true", "yes")):
-        return None
-    started = time.perf_counter()
-
-    def say(msg: str) -> None:
-        click.echo(f"[{time.perf_counter() - started:5.1f}s] {msg}", err=True)
-
-    return say

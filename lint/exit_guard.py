@@ -16,10 +16,14 @@ def guarded(run: Callable[[], int], debug: bool) -> int:
     SIGTERM/SIGHUP -> 128 + the signal (after the probe's processes and files are gone);
     anything else is an mtplint bug -> one line and exit 3. Tracebacks only with --debug."""
     from .probe.lifecycle import terminating_signals_raise
+    from .progress import settle
 
     try:
         with terminating_signals_raise():
-            return run()
+            try:
+                return run()
+            finally:
+                settle()  # a live progress line is erased before the error line below
     except MtplintError as exc:
         hint = " (rerun with --debug for the probe's output)" if exc.detail and not debug else ""
         click.echo(f"mtplint: error: {exc.one_line()}{hint}", err=True)

@@ -15,10 +15,11 @@ from typing import Any
 
 import click
 
-from .cli_options import probe_options, progress_reporter
+from .cli_options import probe_options
 from .errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from .exit_guard import guarded
 from .findings import Finding
+from .progress import progress_reporter
 from .settings import load_and_announce
 from .textsafe import terminal_safe, terminal_safe_lines
 

@@ -52,6 +52,23 @@ def lint(
     """The lint pipeline: inventory -> probe (cached) -> rule checks -> findings.
     fresh: probe again and store the new report, so a check right after is a cache hit.
     inventory: use this one instead of reading PATH (mtplint fix: a hub fix's files over its snapshot)."""
+    from .progress import settle
+
+    try:
+        return _lint(path, s, patches=patches, fresh=fresh, progress=progress, inventory=inventory)
+    finally:
+        settle()  # what follows (a report, an error, the next step) starts on a clean line
+
+
+def _lint(
+    path: Path,
+    s: dict[str, Any],
+    *,
+    patches: list[str] | None,
+    fresh: bool,
+    progress: Callable[[str], None] | None,
+    inventory: Inventory | None,
+) -> Linted:
     from .envs.resolve import probe_target
     from .gpus import resolve
     from .inventory.checkpoint import load_inventory

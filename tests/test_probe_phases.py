@@ -3,14 +3,17 @@ and a CI log gets plain timed lines while -q and pipes get none."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pty
+import shutil
 import subprocess
 import sys
 
 import pytest
-from mtplint.cli_options import progress_reporter
 from mtplint.probe import phases
+from mtplint.progress import Progress, progress_reporter, settle
 
 from fixtures.build import cached_build
 
@@ -63,3 +66,72 @@ def test_a_ci_log_shows_each_probe_phase_with_its_time(tmp_path):
     for expected in ("importing vLLM", "constructing", "dry-run load of the target", "dry-run load of the MTP draft"):
         assert any(expected in s for s in probe), (expected, said)
     assert len(probe) >= 5
+
+
+class _Screen(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_gets_one_live_line_that_is_erased_before_anything_else(monkeypatch):
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=(80, 24): os.terminal_size((40, 24)))
+    screen = _Screen()
+    say = Progress(screen, live=True)
+    say("probe: importing vLLM")
+    say("probe: constructing the target " + "x" * 80)
+    say.tick()
+    settle()
+    out = screen.getvalue()
+    assert "\n" not in out  # every message replaces the last in place
+    frames = out.split("\r\x1b[K")
+    assert frames[-1] == ""  # settled: the line is erased, the report starts on a clean line
+    assert frames[1].endswith("probe: importing vLLM")
+    assert all(len(f) <= 39 for f in frames)  # cut to the terminal's width: a wrapped line cannot be erased
+    assert frames[2].endswith("…") and frames[3].endswith("…")  # tick re-renders the current message
+    settle()
+    assert screen.getvalue() == out  # nothing left to erase
+
+
+@pytest.mark.parametrize(("term", "ci", "live"), [("xterm", "", True), ("dumb", "", False), ("xterm", "true", False)])
+def test_a_terminal_is_live_unless_it_cannot_erase_or_is_a_ci_log(monkeypatch, term, ci, live):
+    monkeypatch.setenv("TERM", term)
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.setattr(sys, "stderr", _Screen())
+    say = progress_reporter(quiet=False)
+    assert say is not None and say.live is live
+    assert progress_reporter(quiet=True) is None
+
+
+@pytest.mark.probe
+def test_a_terminal_sees_the_probe_phases_on_one_line_and_a_clean_report(tmp_path):
+    """Through a pseudo-terminal: the real command, the real probe."""
+    checkpoint = cached_build("qwen35-bf16-official")
+    env = {**os.environ, "TERM": "xterm", "MTPLINT_CACHE_DIR": str(tmp_path), "COLUMNS": "200"}
+    env.pop("CI", None)
+    main, child_side = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mtplint", str(checkpoint), "--no-cache"],
+        stdout=subprocess.PIPE,
+        stderr=child_side,
+        env=env,
+    )
+    os.close(child_side)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # EIO: the command closed its end
+            break
+        if not chunk:
+            break
+        seen += chunk
+    report = proc.stdout.read().decode() if proc.stdout else ""
+    assert proc.wait() == 0, seen[-2000:]
+    os.close(main)
+    screen = seen.decode()
+    frames = screen.split("\r\x1b[K")
+    probe = [f for f in frames if "] probe: " in f]
+    assert any("importing vLLM" in f for f in probe) and any("dry-run load of the MTP draft" in f for f in probe)
+    assert all("\n" not in f for f in frames[1:])  # every progress message replaced the last in place
+    assert frames[-1] == ""  # erased before the report
+    assert "no findings" in report and "\x1b[K" not in report

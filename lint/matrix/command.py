@@ -12,9 +12,9 @@ from typing import Any
 
 import click
 
-from ..cli_options import progress_reporter
 from ..errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from ..exit_guard import guarded
+from ..progress import progress_reporter
 
 
 def _list(value: str | None, kind: type = str) -> list[Any] | None:

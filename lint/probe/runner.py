@@ -229,11 +229,15 @@ def _run_child(
 def _relay(path: Path, progress: Callable[[str], None] | None) -> Callable[[], None]:
     """What the supervisor calls each poll: the child's new phases, to the progress line."""
     reader = phases.Reader(path)
+    tick = getattr(progress, "tick", None)  # a live line keeps its seconds counting
 
     def relay() -> None:
-        for phase in reader.new():
+        new = reader.new()
+        for phase in new:
             if progress:
                 progress(f"probe: {phase}")
+        if not new and tick:
+            tick()
 
     return relay
 
