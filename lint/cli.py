@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +21,9 @@ from .exit_guard import guarded
 from .findings import SEVERITY_RANK
 from .progress import progress_reporter
 from .settings import load_and_announce
+
+if TYPE_CHECKING:
+    from .reporters.report_set import Checked
 
 
 class DefaultGroup(click.Group):
@@ -39,7 +42,7 @@ def main() -> None:
 
 
 @main.command("check")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", nargs=-1, required=True, metavar="PATH...", type=click.Path())
 @click.option(
     "--format",
     "formats",
@@ -59,9 +62,13 @@ def main() -> None:
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), help="Lowest severity that fails [error].")
 @click.option("--with-patches", help="Re-probe with these mtplint runtime patch ids applied (comma-separated).")
 @click.option(
-    "--baseline", type=click.Path(path_type=Path), help="Accept the findings recorded in FILE; only new ones count."
+    "--baseline",
+    type=click.Path(path_type=Path),
+    help="Accept the findings recorded in FILE; only new ones count (one PATH).",
 )
-@click.option("--write-baseline", type=click.Path(path_type=Path), help="Record this run's findings in FILE (JSON).")
+@click.option(
+    "--write-baseline", type=click.Path(path_type=Path), help="Record this run's findings in FILE (JSON; one PATH)."
+)
 @click.option(
     "--output-format",
     type=click.Choice(["concise", "full"]),
@@ -80,9 +87,14 @@ def main() -> None:
     help="Repository root that SARIF and GitHub annotation paths are relative to [git top level of PATH].",
 )
 @probe_options
-def check_cmd(path: Path, **opts: Any) -> None:
-    """Lint the checkpoint directory PATH against the probed vLLM."""
-    sys.exit(run_check(path, opts))
+def check_cmd(path: tuple[str, ...], **opts: Any) -> None:
+    """Lint each PATH (a checkpoint directory or hf://ORG/NAME[@REVISION]) against the probed
+    vLLM. Several PATHs give one report per --format and exit with the worst code."""
+    if len(path) == 1:
+        sys.exit(run_check(Path(path[0]), opts))
+    from .check_many import run_check_many
+
+    sys.exit(run_check_many(list(path), opts))
 
 
 def run_check(path: Path, opts: dict[str, Any]) -> int:
@@ -135,42 +147,65 @@ def exit_code(result: Any, fail_on: str) -> int:
 
 def _report(path: Path, s: dict[str, Any], linted: Any, result: Any, rules: dict[str, Any]) -> None:
     """Every --format to its --output (stdout by default), and the GitHub job summary."""
-    from .color import use_color
     from .reporters import render
     from .reporters.github import write_step_summary
-    from .reporters.lines import repo_prefix
-    from .reporters.modules import draft_modules
 
-    formats = list(s["formats"] or ["text"])
-    outputs = list(s["outputs"])
+    checked = checked_report(str(path), s, linted, result)
     full = s.get("output_format") == "full" or bool(s.get("verbose"))
-    summary = bool(os.environ.get("GITHUB_STEP_SUMMARY"))
-    modules = draft_modules(linted.inventory, linted.report, result.findings) if full or summary else None
-    # A hub repository's inputs path is hf://ORG/NAME@COMMIT: its files are named from there, not a repo root.
-    where = linted.inventory.origin or path
-    uri_prefix = repo_prefix(where, s.get("repo_root")) if {"sarif", "github"} & set(formats) else ""
-    for i, fmt in enumerate(formats):
-        out = outputs[i] if outputs else None
-        to_stdout = out is None or str(out) == "-"
-        color = fmt == "text" and to_stdout and use_color(s.get("color") or "auto", sys.stdout)
+    for fmt, out, color in output_targets(s):
         text = render(
             result,
             fmt,
             rules,
             color=color,
             fail_on=s["fail_on"],
-            uri_prefix=uri_prefix,
+            uri_prefix=checked.uri_prefix,
             full=full,
             statistics=bool(s.get("statistics")),
-            modules=modules,
+            modules=checked.modules,
         )
-        if out is None or to_stdout:
-            # color= says it was decided: click would strip the styles when not on a terminal.
-            click.echo(text, nl=not text.endswith("\n"), color=color)
-        else:
-            out.write_text(text)
-    if summary:
-        write_step_summary(result, rules, modules)
+        emit(text, out, color)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        write_step_summary(result, rules, checked.modules)
+
+
+def checked_report(given: str, s: dict[str, Any], linted: Any, result: Any) -> Checked:
+    """What a checkpoint's report is rendered with besides its result: the draft's module table
+    (full text, job summary) and its path relative to the repository root (sarif, github)."""
+    from .reporters.lines import repo_prefix
+    from .reporters.modules import draft_modules
+    from .reporters.report_set import Checked
+
+    formats = set(s["formats"] or ["text"])
+    full = s.get("output_format") == "full" or bool(s.get("verbose"))
+    summary = bool(os.environ.get("GITHUB_STEP_SUMMARY"))
+    modules = draft_modules(linted.inventory, linted.report, result.findings) if full or summary else None
+    # A hub repository's inputs path is hf://ORG/NAME@COMMIT: its files are named from there, not a repo root.
+    where = linted.inventory.origin or given
+    uri_prefix = repo_prefix(where, s.get("repo_root")) if {"sarif", "github"} & formats else ""
+    return Checked(given, result, uri_prefix, modules, s["fail_on"])
+
+
+def output_targets(s: dict[str, Any]) -> list[tuple[str, Path | None, bool]]:
+    """(format, file or None for stdout, colour) per --format."""
+    from .color import use_color
+
+    outputs = list(s["outputs"])
+    targets = []
+    for i, fmt in enumerate(s["formats"] or ["text"]):
+        out = outputs[i] if outputs else None
+        to_stdout = out is None or str(out) == "-"
+        color = fmt == "text" and to_stdout and use_color(s.get("color") or "auto", sys.stdout)
+        targets.append((fmt, None if to_stdout else out, color))
+    return targets
+
+
+def emit(text: str, out: Path | None, color: bool) -> None:
+    if out is None:
+        # color= says it was decided: click would strip the styles when not on a terminal.
+        click.echo(text, nl=not text.endswith("\n"), color=color)
+    else:
+        out.write_text(text)
 
 
 @main.command("rule")

@@ -114,11 +114,16 @@ def write_step_summary(
     result: RunResult, rules: dict[str, Rule] | None = None, modules: list[ModuleRow] | None = None
 ) -> bool:
     """Append the summary to $GITHUB_STEP_SUMMARY; False (and nothing written) when it is not set."""
+    return append_step_summary(step_summary(result, rules, modules))
+
+
+def append_step_summary(markdown: str) -> bool:
+    """Append to $GITHUB_STEP_SUMMARY; False (and nothing written) when it is not set."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return False
     with open(target, "a", encoding="utf-8") as fh:
-        fh.write(step_summary(result, rules, modules))
+        fh.write(markdown)
     return True
 
 

@@ -21,11 +21,18 @@ if TYPE_CHECKING:
 
 
 def render_junit(result: RunResult, rules: dict[str, Rule] | None = None, *, fail_on: str = "error") -> str:
+    return to_xml_report_string([build_suite(result, fail_on=fail_on)], encoding="utf-8")
+
+
+def build_suite(result: RunResult, *, fail_on: str = "error", label: str | None = None) -> TestSuite:
+    """One checkpoint's testsuite. label: several checkpoints in one report (`mtplint check A B`)
+    name the suite by it and add it to each testcase name, so that (classname, name) stays
+    unique across the suites."""
     if fail_on not in SEVERITY_RANK:
         raise ValueError(f"fail_on must be one of {', '.join(SEVERITY_RANK)}, not {fail_on!r}")
     path = checkpoint_name(result)
     cases = [
-        _case(code, name, [f for f in result.findings if f.code == code], path, fail_on)
+        _case(code, name, [f for f in result.findings if f.code == code], path, fail_on, label)
         for code, name in _rule_list(result)
     ]
     props = {
@@ -34,13 +41,12 @@ def render_junit(result: RunResult, rules: dict[str, Rule] | None = None, *, fai
         "vllm.commit": (result.vllm or {}).get("commit"),
         **{f"input.{k}": v for k, v in (result.inputs or {}).items()},
     }
-    suite = TestSuite(
-        name=terminal_safe(path),
+    return TestSuite(
+        name=terminal_safe(path if label is None else label),
         test_cases=cases,
         properties={terminal_safe(k): terminal_safe(_prop(v)) for k, v in props.items() if v is not None},
         stdout=terminal_safe(summary_line(result)),
     )
-    return to_xml_report_string([suite], encoding="utf-8")
 
 
 def _rule_list(result: RunResult) -> list[tuple[str, str]]:
@@ -54,11 +60,11 @@ def _rule_list(result: RunResult) -> list[tuple[str, str]]:
     return listed
 
 
-def _case(code: str, name: str, findings: list[Finding], path: str, fail_on: str) -> TestCase:
+def _case(code: str, name: str, findings: list[Finding], path: str, fail_on: str, label: str | None) -> TestCase:
     failing = [f for f in findings if at_least(f.severity, fail_on)]
     body = "\n\n".join(_describe(f, path) for f in findings) or None
     case = TestCase(
-        name=terminal_safe(f"{code} {name}".strip()),
+        name=terminal_safe(f"{code} {name}".strip() + (f" [{label}]" if label is not None else "")),
         classname=terminal_safe(f"mtplint.{code}"),
         file=terminal_safe(findings[0].location.file) if findings else None,
         stdout=None if failing else body,

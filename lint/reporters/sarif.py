@@ -162,12 +162,15 @@ def fingerprint(f: Finding) -> str:
     return hashlib.sha256(f"{f.code}:{ident}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def automation_id(result: RunResult) -> str:
+def automation_id(result: RunResult, checkpoint: str | None = None) -> str:
     """`mtplint/gpu=h100/tp=1/n=1/vllm=0.33.0/`: one code-scanning category per matrix cell.
     The trailing slash makes the whole id the category (SARIF 3.17.4), so runs on other GPUs,
-    TP sizes or vLLM releases keep their own alerts instead of closing each other's."""
+    TP sizes or vLLM releases keep their own alerts instead of closing each other's.
+    checkpoint: several checkpoints in one log (`mtplint check A B`) each get a `ckpt=` part,
+    since code scanning refuses a file with two runs of one tool in one category."""
     inputs, vllm = result.inputs or {}, result.vllm or {}
     parts = [
+        ("ckpt", checkpoint),
         ("gpu", inputs.get("gpu")),
         ("tp", inputs.get("tensor_parallel_size")),
         ("pp", inputs.get("pipeline_parallel_size") if (inputs.get("pipeline_parallel_size") or 1) > 1 else None),
