@@ -77,6 +77,7 @@ def _lint(
     from .probe import cache
     from .probe.memory_cap import resolve_limit
     from .probe.runner import ProbeRequest, cache_key, check_vllm_commit, run_probe, vllm_identity
+    from .probe.workers import idle_seconds
 
     gpu = resolve(s.get("gpu"), s.get("sm"))
     patches = list(s.get("patches", []) if patches is None else patches)
@@ -84,6 +85,7 @@ def _lint(
     if unknown:
         raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; bundled: {', '.join(PATCHES)}")
     memory_limit = resolve_limit(s.get("probe_memory"))
+    idle_seconds()  # a bad MTPLINT_WORKER_IDLE is exit 2 before anything is read or probed
     if inventory is None:
         inventory = load_inventory(path, _header_progress(path, progress))
     if progress:

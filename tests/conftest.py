@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from pathlib import Path
 
 
 def pytest_configure(config):
@@ -18,3 +20,17 @@ def pytest_configure(config):
     )
     if "MTPLINT_CACHE_DIR" not in os.environ:
         os.environ["MTPLINT_CACHE_DIR"] = tempfile.mkdtemp(prefix="mtplint-test-cache-")
+    # Probe workers (vLLM imported once, a child forked per probe) are shared by the session's
+    # tests and stopped when it ends; a short path, as a socket's name must be.
+    if "MTPLINT_WORKER_DIR" not in os.environ:
+        os.environ["MTPLINT_WORKER_DIR"] = tempfile.mkdtemp(prefix="mtplint-w-")
+        config._mtplint_worker_dir = os.environ["MTPLINT_WORKER_DIR"]
+
+
+def pytest_unconfigure(config):
+    where = getattr(config, "_mtplint_worker_dir", None)
+    if where:
+        from mtplint.probe.workers import stop_all
+
+        stop_all(Path(where))
+        shutil.rmtree(where, ignore_errors=True)

@@ -71,8 +71,15 @@ def checkpoint() -> Path:
 def _start(checkpoint: Path, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir(exist_ok=True)
+    # The cold child (no probe worker): the one mtplint starts itself (tests/test_probe_worker.py
+    # covers a worker's children).
     env = dict(
-        os.environ, MTPLINT_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmpdir), PYTHONUNBUFFERED="1", **(env or {})
+        os.environ,
+        MTPLINT_CACHE_DIR=str(tmp_path / "cache"),
+        TMPDIR=str(tmpdir),
+        PYTHONUNBUFFERED="1",
+        MTPLINT_WORKER_IDLE="0",
+        **(env or {}),
     )
     return subprocess.Popen(
         [sys.executable, "-m", "mtplint.cli_main", str(checkpoint), "--no-cache", "-q", *args],

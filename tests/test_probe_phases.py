@@ -55,7 +55,8 @@ def test_progress_goes_to_ci_logs_but_not_to_pipes_or_quiet_runs(monkeypatch, ca
 @pytest.mark.probe
 def test_a_ci_log_shows_each_probe_phase_with_its_time(tmp_path):
     checkpoint = cached_build("qwen35-bf16-official")
-    env = {**os.environ, "CI": "true", "MTPLINT_CACHE_DIR": str(tmp_path)}
+    # A cold probe, which imports vLLM itself (a warm worker's lines: tests/test_probe_worker.py).
+    env = {**os.environ, "CI": "true", "MTPLINT_CACHE_DIR": str(tmp_path), "MTPLINT_WORKER_IDLE": "0"}
     out = subprocess.run(
         [sys.executable, "-m", "mtplint", str(checkpoint), "--no-cache"], capture_output=True, text=True, env=env
     )
@@ -107,6 +108,7 @@ def test_a_terminal_sees_the_probe_phases_on_one_line_and_a_clean_report(tmp_pat
     """Through a pseudo-terminal: the real command, the real probe."""
     checkpoint = cached_build("qwen35-bf16-official")
     env = {**os.environ, "TERM": "xterm", "MTPLINT_CACHE_DIR": str(tmp_path), "COLUMNS": "200"}
+    env["MTPLINT_WORKER_IDLE"] = "0"  # a cold probe: every phase, importing vLLM included
     env.pop("CI", None)
     main, child_side = pty.openpty()
     proc = subprocess.Popen(

@@ -6,6 +6,8 @@ enforces the timeout and turns a crash into a clear error. Writes a versioned JS
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import sys
 import time
@@ -47,21 +49,67 @@ def _request(request: dict[str, Any]) -> Request:
     return Request(**{f.name: request[f.name] for f in fields(Request)})
 
 
-def probe(request: dict[str, Any]) -> ProbeReport:
-    timings: dict[str, float] = {}
+def platform_of(request: dict[str, Any]) -> dict[str, Any]:
+    """The part of a request that is fixed at import time: the GPU the platform shim stands in
+    (vLLM modules bind `current_platform` when they are imported). A probe worker serves
+    only requests with the platform it was started with."""
+    return {
+        "sm": list(request["sm"]),
+        "gpu_name": request["gpu_name"],
+        "gpu_memory": request["gpu_memory"],
+        "gpus": max(8, request["tensor_parallel_size"] * request.get("pipeline_parallel_size", 1)),
+    }
+
+
+def prepare(platform: dict[str, Any]) -> float:
+    """Everything a probe does before its first request-specific step (the shims, importing
+    vLLM and the probe's modules); seconds taken. A cold probe runs it first thing, a probe
+    worker once before it forks a child per request: both then run the same code on the
+    same state."""
     t0 = time.perf_counter()
-    from . import phases, runtime_shim
+    from . import runtime_shim
+
+    runtime_shim.install(tuple(platform["sm"]), platform["gpu_name"], platform["gpu_memory"], platform["gpus"])
+    import vllm  # noqa: F401
+
+    from . import construct, dryrun, kernels, matchers, wiring  # noqa: F401
+    from .patches_bridge import apply_patches  # noqa: F401
+
+    # What construction imports first (older releases may lack one: construction then
+    # fails on it as it always did).
+    for name in _CONSTRUCTION_IMPORTS:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    return time.perf_counter() - t0
+
+
+_CONSTRUCTION_IMPORTS = (
+    "vllm.config",
+    "vllm.distributed",
+    "vllm.distributed.parallel_state",
+    "vllm.model_executor.model_loader.utils",
+    "vllm.utils.torch_utils",
+)
+
+
+def _prepare_cold(request: dict[str, Any]) -> float:
+    from . import phases
 
     phases.emit("importing vLLM")
+    return prepare(platform_of(request))
 
-    gpus = max(8, request["tensor_parallel_size"] * request.get("pipeline_parallel_size", 1))
-    runtime_shim.install(tuple(request["sm"]), request["gpu_name"], request["gpu_memory"], gpus)
+
+def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
+    """prepared: a worker ran prepare() before forking this process (its import time is not
+    this probe's)."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    timings["import"] = 0.0 if prepared else _prepare_cold(request)
     import vllm
 
-    from . import construct, dryrun, kernels, matchers, wiring
+    from . import construct, dryrun, kernels, matchers, phases, runtime_shim, wiring
     from .patches_bridge import apply_patches
 
-    timings["import"] = time.perf_counter() - t0
     report = ProbeReport(
         vllm=VllmIdentity(version=getattr(vllm, "__version__", None), commit=_commit()),
         request=_request(request),
@@ -197,10 +245,14 @@ def main(argv: list[str]) -> int:
     from .lifecycle import die_with_parent
 
     die_with_parent()  # before vLLM is imported: an orphaned probe must not run on
-    request_path, report_path = argv[1], argv[2]
+    return answer(argv[1], argv[2], prepared=False)
+
+
+def answer(request_path: str, report_path: str, *, prepared: bool) -> int:
+    """Probe what REQUEST.json asks and write REPORT.json (atomically)."""
     with open(request_path) as f:
         request = json.load(f)
-    report = probe(request)
+    report = probe(request, prepared=prepared)
     tmp = report_path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(report.to_json(), f)

@@ -144,6 +144,38 @@ def die_with_parent() -> None:
     threading.Thread(target=_watch_parent, args=(expected,), name="mtplint-parent-watch", daemon=True).start()
 
 
+def die_with_client(client: int) -> None:
+    """The same bound for a probe a worker forked for mtplint process `client`: the kernel's
+    parent-death signal covers the worker, a thread that polls `client` (its start time too,
+    so a reused pid does not keep the probe alive) covers mtplint."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    started = _start_time(client)
+    if not _alive(client, started):
+        _kill_own_group()
+    threading.Thread(target=_watch_client, args=(client, started), name="mtplint-client-watch", daemon=True).start()
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return started is None or _start_time(pid) in (None, started)
+
+
+def _watch_client(client: int, started: str | None) -> None:
+    while True:
+        time.sleep(1.0)
+        if not _alive(client, started):
+            _kill_own_group()
+
+
 def _watch_parent(expected: int) -> None:
     while True:
         time.sleep(1.0)

@@ -17,6 +17,12 @@ ENV = "MTPLINT_PROBE_PHASES"
 _STARTED = time.perf_counter()
 
 
+def restart_clock() -> None:
+    """Times from now (a probe forked by a worker: not from the worker's start)."""
+    global _STARTED
+    _STARTED = time.perf_counter()
+
+
 def emit(what: str) -> None:
     """Say the child is now doing `what` (no-op outside a probe child)."""
     path = os.environ.get(ENV)

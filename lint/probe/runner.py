@@ -23,7 +23,8 @@ from typing import Any
 
 from ..errors import BadInput, ProbeFailure
 from ..inventory.model import Inventory
-from . import cache, phases
+from . import cache, phases, workers
+from .child import platform_of
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale, terminating_signals_raise
 from .memory_cap import format_size, tree_rss
 from .report import SCHEMA_VERSION, ProbeReport, Request
@@ -40,6 +41,7 @@ class ProbeRequest(Request):
     python: str | None = None
     timeout: float = DEFAULT_TIMEOUT
     memory_limit: int | None = None  # bytes the probe's processes may hold resident (not in the key)
+    identity: dict[str, Any] | None = None  # the vLLM `python` has (vllm_identity): picks the worker
 
     @classmethod
     def replaying(cls, modelled: Request, **how: Any) -> ProbeRequest:
@@ -150,6 +152,7 @@ def run_probe(
             hit.cached = True
             return hit
     with tempfile.TemporaryDirectory(prefix="mtplint-probe-") as tmp:
+        request.identity = identity  # which worker may serve it
         report = _run_child(inventory, request, Path(tmp), progress)
     report.cached = False
     _raise_for_usage(report)
@@ -201,14 +204,27 @@ def _run_child(
     env["TMPDIR"] = str(tmp / "tmp")
     cmd = [request.python or sys.executable, "-m", "mtplint.probe.child", str(req_file), str(report_file)]
     env[phases.ENV] = str(tmp / "phases.jsonl")
-    if progress:
-        progress("probe: starting vLLM")
     stderr_file = tmp / "stderr.txt"
-    started = time.perf_counter()
     # SIGTERM/SIGHUP (a CI cancel, a closed terminal) raise like Ctrl-C while the child runs,
     # so its group is killed here and run_probe's TemporaryDirectory is removed.
     with terminating_signals_raise(), open(stderr_file, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
+        proc: subprocess.Popen | workers.WarmChild | None = workers.launch(
+            python=request.python or sys.executable,
+            identity=request.identity or {},
+            platform=platform_of(asdict(request.modelled())),
+            env=env,
+            argv=[str(req_file), str(report_file)],
+            cwd=tmp,
+            log=stderr_file,
+            timeout=request.timeout,
+            memory_limit=request.memory_limit,
+            progress=progress,
+        )
+        if proc is None:
+            if progress:
+                progress("probe: starting vLLM")
+            proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
+        started = time.perf_counter()
         try:
             rc = _supervise(proc, request, started, stderr_file, _relay(tmp / "phases.jsonl", progress))
         finally:
@@ -243,7 +259,11 @@ def _relay(path: Path, progress: Callable[[str], None] | None) -> Callable[[], N
 
 
 def _supervise(
-    proc: subprocess.Popen, request: ProbeRequest, started: float, stderr_file: Path, relay: Callable[[], None]
+    proc: subprocess.Popen | workers.WarmChild,
+    request: ProbeRequest,
+    started: float,
+    stderr_file: Path,
+    relay: Callable[[], None],
 ) -> int:
     """Wait for the child, relaying its phases; raise when it overruns its time or its memory
     (the caller kills it)."""
