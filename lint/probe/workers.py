@@ -117,7 +117,8 @@ def import_env(env: dict[str, str]) -> dict[str, str]:
 
 def key(python: str, identity: dict[str, Any], platform: dict[str, Any], env: dict[str, str], package: Path) -> str:
     what = [
-        str(Path(python).absolute()),
+        # Its environment, not its name: .venv/bin/python and .venv/bin/python3 are one.
+        os.path.realpath(os.path.dirname(os.path.abspath(python))),
         identity.get("version"),
         identity.get("commit"),
         platform,
