@@ -12,7 +12,8 @@ Served: GET /api/models/{repo}[/revision/{rev}] (model info, `siblings` with siz
 Content-Range; errors as the hub sends them: 404 with X-Error-Code RepoNotFound /
 RevisionNotFound / EntryNotFound, 401 RepoNotFound for a private repo without the token
 (the hub does not admit the repo exists), 401 GatedRepo for a gated one's files.
-Used by tests/test_remote.py and scripts/bench_remote.py.
+Used by tests/test_remote.py, tests/test_matrix_remote.py, tests/test_action.py and
+scripts/bench_remote.py; run_cli() and shard_requests() are the tests' shared helpers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import hashlib
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
 _SKIP = {".fixture.json"}
 _CHUNK = 1 << 20
 
@@ -127,6 +131,25 @@ class HubServer:
     def record(self, hit: Hit) -> None:
         with self._lock:
             self.log.append(hit)
+
+
+def run_cli(
+    hub: HubServer, home: Path, *args: str, token: str | None = None, **env: str
+) -> subprocess.CompletedProcess:
+    """`mtplint ARGS` in a child process that sees this hub and nothing else (env: more variables)."""
+    full = {**hub.env(home), **env}
+    if token is not None:
+        full["HF_TOKEN"] = token
+    return subprocess.run([*MTPLINT, *args], capture_output=True, text=True, env=full, timeout=600)
+
+
+def shard_requests(stats: dict) -> dict[str, list[Hit]]:
+    """stats()'s requests for *.safetensors files, by file name."""
+    out: dict[str, list[Hit]] = {}
+    for h in stats["log"]:
+        if h.path.endswith(".safetensors"):
+            out.setdefault(h.path.rsplit("/", 1)[1], []).append(h)
+    return out
 
 
 def _kind(h: Hit) -> str:

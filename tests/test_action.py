@@ -6,7 +6,8 @@ and GitLab's CI schema, as vendored by the check-jsonschema package (tests/data/
 The action's own scripts are run as the runner runs them (`bash --noprofile --norc -eo
 pipefail`): the cache-key step on copies of the files it hashes, the lint step with hostile
 `args` against a stand-in CLI that records its argv, and (marked `probe`) twice against the
-real mtplint, the second run finding the probe report in the cache the first one filled."""
+real mtplint, the second run finding the probe report in the cache the first one filled, on a
+checkpoint directory and on a gated `hf://` repository of a local hub (tests/hub_server.py)."""
 
 from __future__ import annotations
 
@@ -109,8 +110,10 @@ def test_every_output_is_written_by_its_step():
 
 def test_inputs_reach_the_scripts_through_env():
     lint = BY_ID["lint"]
-    for name in ("path", "args", "gpu", "fail-on", "sarif", "json", "vllm-version", "kv-cache-dtype"):
+    for name in ("path", "args", "gpu", "fail-on", "sarif", "json", "vllm-version", "kv-cache-dtype", "hf-token"):
         assert f"${{{{ inputs.{name} }}}}" in lint["env"].values(), name
+    # The hub token reaches the lint step alone.
+    assert [s.get("id") for s in STEPS if "inputs.hf-token" in json.dumps(s)] == ["lint"]
 
 
 def test_caches_are_restored_and_saved_under_the_same_keys_and_paths():
@@ -228,6 +231,8 @@ import json, os, sys
 from pathlib import Path
 args = sys.argv[1:]
 Path(os.environ["ARGV_LOG"]).write_text(json.dumps(args))
+seen = {{k: os.environ.get(k) for k in ("HF_TOKEN", "HF_TOKEN_INPUT")}}
+Path(os.environ["ARGV_LOG"]).with_suffix(".env.json").write_text(json.dumps(seen))
 outs = [args[i + 1] for i, a in enumerate(args) if a == "--output"]
 report = {{"findings": [{{}}] * 3, "summary": {{"error": 2, "warning": 1, "info": 0}}, "suppressed": [{{}}],
            "probe": {{"cached": True}}}}
@@ -303,6 +308,29 @@ def test_lint_step_without_args_and_with_a_vllm_version(fake_action, tmp_path):
     assert outputs["exit-code"] == "0"
 
 
+@pytest.mark.parametrize(
+    ("given", "workflow", "expected"),
+    [
+        ("", None, None),  # no token: none at all, not an empty one
+        ("hf_INPUTtoken0123456789", None, "hf_INPUTtoken0123456789"),
+        ("", "hf_WORKFLOWtoken012345", "hf_WORKFLOWtoken012345"),  # the job's own HF_TOKEN stands
+        ("hf_INPUTtoken0123456789", "hf_WORKFLOWtoken012345", "hf_INPUTtoken0123456789"),
+    ],
+    ids=["none", "input", "workflow-env", "input-over-env"],
+)
+def test_lint_step_takes_a_hub_repository_and_its_token(fake_action, tmp_path, given, workflow, expected):
+    env = _lint_env(fake_action, tmp_path, CHECKPOINT="hf://org/name@refs/pr/1", HF_TOKEN_INPUT=given)
+    if workflow is not None:
+        env["HF_TOKEN"] = workflow
+    proc, outputs = run_step("lint", env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[-2:] == ["--", "hf://org/name@refs/pr/1"]  # as given: no directory check, no normalisation
+    assert json.loads((tmp_path / "argv.env.json").read_text()) == {"HF_TOKEN": expected, "HF_TOKEN_INPUT": None}
+    printed = proc.stdout + proc.stderr + json.dumps(outputs)
+    assert "hf_INPUT" not in printed and "hf_WORKFLOW" not in printed
+
+
 def test_lint_step_leaves_no_stale_report(fake_action, tmp_path):
     (tmp_path / "out.json").write_text('{"summary": {"error": 99}}')
     (fake_action / ".venv" / "bin" / "mtplint").write_text("#!/bin/sh\nexit 2\n")
@@ -329,3 +357,56 @@ def test_lint_step_with_the_real_mtplint_fills_then_reads_the_probe_cache(tmp_pa
     assert list((tmp_path / "cache" / "probe").iterdir())
     second, outputs = run_step("lint", env, tmp_path)
     assert outputs["exit-code"] == "1" and outputs["probe-cached"] == "true", (outputs, second.stderr)
+
+
+@pytest.mark.probe
+def test_lint_step_with_the_real_mtplint_on_a_gated_hub_repository(tmp_path):
+    """`path: hf://ORG/NAME@REV` through the real step against the local hub: without the token
+    the one-line error, exit 2; with the `hf-token` input, headers only, the report naming the
+    commit, paths relative to the hub repository's root (its files are in no checkout), a fix
+    command that writes into --out; the second run from the probe cache, one hub request."""
+    from fixtures.build import cached_build
+    from tests.hub_server import HubServer, shard_requests
+
+    token = "hf_ACTIONtoken9b8c7d6e5f"
+    with HubServer(token=token) as hub:
+        commit = hub.add("org/ckpt", cached_build("glm45-air-mtp-dropped"), gated=True)
+        env = _lint_env(ROOT, tmp_path, CHECKPOINT="hf://org/ckpt@main", NUM_SPECULATIVE_TOKENS="1", GPU="h100")
+        env.update(TENSOR_PARALLEL_SIZE="1", HF_TOKEN_INPUT="")
+        env.update({k: v for k, v in hub.env(tmp_path / "hf").items() if k.startswith("HF_") or k == "NO_PROXY"})
+        if "MTPLINT_WORKER_DIR" in os.environ:  # the session's workers, stopped when it ends
+            env["MTPLINT_WORKER_DIR"] = os.environ["MTPLINT_WORKER_DIR"]
+
+        refused, outputs = run_step("lint", env, tmp_path)
+        assert outputs == {"exit-code": "2", "sarif": "out.sarif", "json": "out.json"}, refused.stderr
+        (line,) = refused.stderr.splitlines()
+        assert "org/ckpt is a gated repository" in line and "HF_TOKEN" in line
+
+        hub.reset()
+        first, outputs = run_step("lint", {**env, "HF_TOKEN_INPUT": token}, tmp_path)
+        stats = hub.stats()
+        assert outputs["exit-code"] == "1" and outputs["probe-cached"] == "false", (outputs, first.stderr)
+        assert outputs["errors"] == "15", outputs
+        assert all(len(hits) <= 2 and all(h.range for h in hits) for hits in shard_requests(stats).values())
+        report = json.loads((tmp_path / "out.json").read_text())
+        assert report["inputs"]["path"] == f"hf://org/ckpt@{commit}"
+        sarif = (tmp_path / "out.sarif").read_text()
+        uris = {
+            loc["physicalLocation"]["artifactLocation"]["uri"]
+            for r in json.loads(sarif)["runs"][0]["results"]
+            for loc in r["locations"]
+        }
+        assert uris == {"config.json"}
+        annotations = [a for a in first.stdout.splitlines() if a.startswith("::error ")]
+        assert annotations and all(a.startswith("::error file=config.json,") for a in annotations)
+        fix = f"fix: mtplint fix hf://org/ckpt@{commit} --only set-mtp-depth --out DIR"
+        assert any(a.endswith(fix) for a in annotations), annotations[0]
+        printed = first.stdout + first.stderr + sarif + json.dumps(report) + json.dumps(outputs)
+        assert token not in printed
+
+        hub.reset()
+        second, outputs = run_step("lint", {**env, "HF_TOKEN_INPUT": token}, tmp_path)
+        assert outputs["exit-code"] == "1" and outputs["probe-cached"] == "true", (outputs, second.stderr)
+        kinds = hub.stats()["by_kind"]
+        kinds.pop("other", None)
+        assert kinds == {"info": 1}

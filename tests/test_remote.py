@@ -5,8 +5,6 @@ of the same commit, one-line errors, and the token nowhere in the output."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +14,9 @@ from mtplint.inventory.checkpoint import load_inventory
 
 from fixtures.build import cached_build, manifest
 from fixtures.sparse import write_sharded
-from tests.hub_server import HubServer
+from tests.hub_server import HubServer, shard_requests
+from tests.hub_server import run_cli as cli
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
 TOKEN = "hf_MARKERtoken7f3a9c1e5b"  # the server's token; must appear in no output
 RECIPE = "dsv4-flash-w4a16-bf16mtp"  # the full DeepSeek-V4-Flash layout: 46 shards, 166 GB logical
 
@@ -75,14 +73,6 @@ def no_internet(monkeypatch):
         return real(host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", loopback_only)
-
-
-def shard_requests(stats: dict) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for h in stats["log"]:
-        if h.path.endswith(".safetensors"):
-            out.setdefault(h.path.rsplit("/", 1)[1], []).append(h)
-    return out
 
 
 def test_hub_inventory_is_the_local_one_from_headers_only(client):
@@ -181,13 +171,6 @@ def test_hub_spec():
 
 
 # --- the CLI, in a child process pointed at the hub by its environment ----------------------
-
-
-def cli(hub: HubServer, home: Path, *args: str, token: str | None = None) -> subprocess.CompletedProcess:
-    env = hub.env(home)
-    if token is not None:
-        env["HF_TOKEN"] = token
-    return subprocess.run([*MTPLINT, *args], capture_output=True, text=True, env=env, timeout=600)
 
 
 @pytest.mark.parametrize(

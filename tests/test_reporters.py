@@ -495,6 +495,16 @@ def test_repo_root(repo, tmp_path):
     assert repo_prefix("hf://org/model") == ""
 
 
+def test_artifact_fix_command_of_a_hub_repository_writes_into_out():
+    """A hub repository is never changed: its fix command needs --out (`mtplint fix` says so)."""
+    from mtplint.reporters import artifact_command
+
+    assert artifact_command("hf://org/m@abc123", "set-mtp-depth") == (
+        "mtplint fix hf://org/m@abc123 --only set-mtp-depth --out DIR"
+    )
+    assert artifact_command("models/ckpt", "set-mtp-depth") == "mtplint fix models/ckpt --only set-mtp-depth"
+
+
 def test_entry_declared_in_hf_quant_config(tmp_path):
     (tmp_path / "config.json").write_text('{"architectures": ["X"]}')
     (tmp_path / "hf_quant_config.json").write_text(

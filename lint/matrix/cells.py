@@ -40,8 +40,11 @@ def run_matrix(
     progress: Callable[[str], None] | None = None,
 ) -> list[Cell]:
     """lint: session.lint. Cells run vLLM by vLLM, so one environment is provisioned once
-    and its cells follow each other."""
+    and its cells follow each other. The first cell's inventory serves the others: a hub
+    revision is resolved once, so every cell lints the same commit (a branch that moves
+    mid-matrix cannot mix two) and the later cells cost the hub no request."""
     cells = []
+    inventory = None
     for combo in combinations(axes):
         cell_settings = dict(s)
         for axis, value in combo.items():
@@ -49,7 +52,8 @@ def run_matrix(
                 cell_settings[AXES[axis]] = value
         if progress:
             progress("cell " + " ".join(f"{k}={v}" for k, v in combo.items() if v is not None))
-        linted = lint(path, cell_settings)
+        linted = lint(path, cell_settings, inventory)
+        inventory = linted.inventory
         result = linted.result()
         cells.append(
             Cell(

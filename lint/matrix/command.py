@@ -75,7 +75,7 @@ def _matrix(path: Path, opts: dict[str, Any]) -> int:
     if outputs and len(outputs) != len(formats):
         raise BadInput("give one --output per --format")
     progress = progress_reporter(s["quiet"])
-    cells = run_matrix(path, s, axes, lambda p, cs: lint(p, cs, progress=progress), progress)
+    cells = run_matrix(path, s, axes, lambda p, cs, inv: lint(p, cs, progress=progress, inventory=inv), progress)
     for i, fmt in enumerate(formats):
         text = RENDERERS[fmt](cells, s["fail_on"])
         out = outputs[i] if outputs else None

@@ -121,7 +121,9 @@ def patch_command(patch_ids: list[str]) -> str:
 
 
 def artifact_command(path: str, fix_id: str) -> str:
-    return f"mtplint fix {shlex.quote(path)} --only {fix_id}"
+    # A hub repository is never changed: its fix writes the changed files into --out DIR.
+    out = " --out DIR" if str(path).startswith("hf://") else ""
+    return f"mtplint fix {shlex.quote(path)} --only {fix_id}{out}"
 
 
 def fix_commands(f: Finding, path: str) -> list[str]:
