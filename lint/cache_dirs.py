@@ -13,6 +13,6 @@ from pathlib import Path
 def cache_root() -> Path:
     root = os.environ.get("MTPLINT_CACHE_DIR")
     if root:
-        return Path(root)
+        return Path(root).absolute()  # the probe and its workers run from other directories
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "mtplint"

@@ -1,5 +1,5 @@
-"""`mtplint env list|add X|remove X|prune`: the probe environments in the user cache
-(lint/envs/). Wired into the CLI by cli.py."""
+"""`mtplint env list|add X|remove X|prune|workers`: the probe environments in the user cache
+(lint/envs/) and the probe workers serving them (lint/probe/workers.py). Wired into the CLI by cli.py."""
 
 from __future__ import annotations
 
@@ -107,3 +107,26 @@ def prune_cmd(unused_days: float | None) -> None:
 
             shutil.rmtree(junk, ignore_errors=True)
     click.echo(f"freed {store.human(freed)}")
+
+
+@env_cmd.command("workers")
+@click.option("--stop", is_flag=True, help="Stop them (probes in flight finish first).")
+def workers_cmd(stop: bool) -> None:
+    """Probe workers alive now: vLLM imported, forking a child per probe until idle."""
+    from .probe import workers
+    from .probe.memory_cap import format_size
+
+    alive = workers.live()
+    for w in alive:
+        platform = w.get("platform") or {}
+        age = time.time() - float(w.get("started") or time.time())
+        rss = format_size(w["rss"]) if w.get("rss") else "?"
+        click.echo(
+            f"pid {w['pid']:<8} {platform.get('gpu_name', '?')} sm {'.'.join(map(str, platform.get('sm', [])))}  "
+            f"{rss:>9}  up {age:5.0f} s, idle limit {float(w.get('idle', 0)):.0f} s, {w.get('running', 0)} running"
+        )
+    if stop:
+        workers.stop_all()
+        click.echo(f"stopped {len(alive)} worker(s)")
+    else:
+        click.echo(f"{len(alive)} worker(s) in {workers.root()}")

@@ -84,6 +84,21 @@ def test_another_gpu_gets_another_worker_and_the_same_gpu_the_same(worker_dir, t
     assert len(list(worker_dir.glob("*.sock"))) == 1  # N is a request, not an import-time platform
     assert _lint(checkpoint, env, "--gpu", "b200").returncode == 0
     assert len(list(worker_dir.glob("*.sock"))) == 2
+    listed = _env_workers(env)
+    assert listed.returncode == 0 and "2 worker(s)" in listed.stdout, listed.stderr
+    assert {ln.split()[1] for ln in listed.stdout.splitlines() if ln.startswith("pid ")} == {
+        str(p) for p in _worker_pids(worker_dir)
+    }
+    assert "NVIDIA B200" in listed.stdout and "H100" in listed.stdout
+    stopped = _env_workers(env, "--stop")
+    assert "stopped 2 worker(s)" in stopped.stdout, stopped.stderr
+    assert not list(worker_dir.glob("*.sock")) and "0 worker(s)" in _env_workers(env).stdout
+
+
+def _env_workers(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mtplint", "env", "workers", *args], capture_output=True, text=True, env=env
+    )
 
 
 @pytest.mark.probe

@@ -29,7 +29,8 @@ RECORD = "env.json"
 
 def root() -> Path:
     if os.environ.get("MTPLINT_ENVS_DIR"):
-        return Path(os.environ["MTPLINT_ENVS_DIR"])
+        # Absolute: the probe runs an environment's interpreter from another working directory.
+        return Path(os.environ["MTPLINT_ENVS_DIR"]).absolute()
     from ..cache_dirs import cache_root
 
     return cache_root() / "envs"

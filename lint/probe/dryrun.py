@@ -124,11 +124,16 @@ class _Attribution:
         self.params_loaded_by_loader: set[str] = set()
         self._restore: list[tuple[Any, Any, bool]] = []
         self._held: dict[str, Any] = {}  # tensor name -> weakref to the meta tensor handed out
+        self._in_loader = 0
+        # A parameter's storage -> its name: a copy into it, a slice of it or its .data is a copy into it.
+        self._storages: dict[int, str] = {}
         for name, param in model.named_parameters(remove_duplicate=False):
             original = getattr(param, "weight_loader", None)
             had_own = original is not None
             loader = original if had_own else default_weight_loader
             self._wrap(param, name, loader, had_own)
+            with contextlib.suppress(Exception):
+                self._storages[param.untyped_storage()._cdata] = name
 
     @property
     def current(self) -> str | None:
@@ -160,19 +165,26 @@ class _Attribution:
             return
         self.held_back[name] = current
 
+    def _fed(self, name: str) -> None:
+        if self._current is not None:
+            self.fed.setdefault(self._current, []).append(name)
+            self.params_loaded_by_loader.add(name)
+            self.current_fed = True
+
     def _wrap(self, param: Any, name: str, loader: Any, had_own: bool) -> None:
         def attributed(*args: Any, **kwargs: Any) -> Any:
+            self._in_loader += 1
             try:
                 result = loader(*args, **kwargs)
             except Exception:
                 # vLLM's error text rarely names the parameter; the loader that raised does.
                 self.failed_param = name
                 raise
+            finally:
+                self._in_loader -= 1
             # FusedMoE loaders report "not mine" through return_success=False.
-            if result is not False and self._current is not None:
-                self.fed.setdefault(self._current, []).append(name)
-                self.params_loaded_by_loader.add(name)
-                self.current_fed = True
+            if result is not False:
+                self._fed(name)
             return result
 
         try:
@@ -180,6 +192,31 @@ class _Attribution:
         except AttributeError:
             return
         self._restore.append((param, loader, had_own))
+
+    @contextlib.contextmanager
+    def watching_copies(self) -> Iterator[None]:
+        """Loads that bypass every weight_loader: a model's load_weights() copying into a
+        parameter itself (vLLM 0.31 DeepSeek-V4 `params_dict[name][:n].copy_(...)` for
+        `attn_sink`) or calling default_weight_loader directly. A copy into a parameter's
+        storage outside a wrapped loader feeds that parameter."""
+        import torch
+
+        original = torch.Tensor.copy_
+
+        def copy_(dest: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(dest, *args, **kwargs)
+            if not self._in_loader and self._current is not None:
+                with contextlib.suppress(Exception):
+                    name = self._storages.get(dest.untyped_storage()._cdata)
+                    if name is not None and name not in self.fed.get(self._current, ()):
+                        self._fed(name)
+            return out
+
+        torch.Tensor.copy_ = copy_  # type: ignore[method-assign,assignment]
+        try:
+            yield
+        finally:
+            torch.Tensor.copy_ = original  # type: ignore[method-assign]
 
     def restore(self) -> None:
         for param, loader, had_own in self._restore:
@@ -211,7 +248,7 @@ def run(
     keep, result.elided = plan_elision(model, tensors) if elide else (list(range(len(tensors))), {})
     feed = _Feed([tensors[i] for i in keep], _Attribution(model))
     try:
-        with _recording_mapper_drops(feed.attribution, result.discarded):
+        with _recording_mapper_drops(feed.attribution, result.discarded), feed.attribution.watching_copies():
             failed, replay = _load_resuming(model, feed, result, mtp_completeness)
         if replay:
             _replay_for_completeness(model, [t for t in feed.tensors if t[0] not in failed], result)

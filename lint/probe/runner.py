@@ -202,14 +202,16 @@ def _run_child(
     # Whatever vLLM, torch or a patch writes to a temp file lands in ours and goes with it.
     (tmp / "tmp").mkdir()
     env["TMPDIR"] = str(tmp / "tmp")
-    cmd = [request.python or sys.executable, "-m", "mtplint.probe.child", str(req_file), str(report_file)]
+    # Absolute: the child starts in `tmp`, where a relative interpreter path means nothing.
+    python = os.path.abspath(request.python) if request.python else sys.executable
+    cmd = [python, "-m", "mtplint.probe.child", str(req_file), str(report_file)]
     env[phases.ENV] = str(tmp / "phases.jsonl")
     stderr_file = tmp / "stderr.txt"
     # SIGTERM/SIGHUP (a CI cancel, a closed terminal) raise like Ctrl-C while the child runs,
     # so its group is killed here and run_probe's TemporaryDirectory is removed.
     with terminating_signals_raise(), open(stderr_file, "wb") as err:
         proc: subprocess.Popen | workers.WarmChild | None = workers.launch(
-            python=request.python or sys.executable,
+            python=python,
             identity=request.identity or {},
             platform=platform_of(asdict(request.modelled())),
             env=env,

@@ -9,7 +9,8 @@ model itself.
 Protocol, one JSON object per line: the client sends {"argv": [REQUEST, REPORT], "env":
 {...}, "cwd": DIR, "log": FILE}; the worker answers {"pid": N} once the child runs (in its own
 session, so the client can kill its group) and {"rc": N} when it ends (-N: killed by signal
-N). {"stop": true} ends the worker. Only the worker's own user can connect (the socket's
+N). {"ping": true} gets what the worker is (pid, platform, idle time, probes running);
+{"stop": true} ends the worker once its running probes are done. Only the worker's own user can connect (the socket's
 directory is 0700, and the peer's uid is checked).
 
 The worker exits after IDLE_SECONDS without a request or a running child. Runs in the probed
@@ -102,14 +103,19 @@ def _run_child(msg: dict[str, Any], closing: list[socket.socket]) -> None:
         os._exit(rc)
 
 
-def _accept(listener: socket.socket, running: dict[int, socket.socket]) -> str | None:
-    """Take one connection: a request forks its child, a stop request ends the worker."""
+def _accept(listener: socket.socket, running: dict[int, socket.socket], about: dict[str, Any]) -> str | None:
+    """Take one connection: a request forks its child, a ping says what the worker is, a stop
+    request ends the worker."""
     conn, _addr = listener.accept()
     if _peer_uid(conn) not in (None, os.getuid()):
         conn.close()
         return None
     msg = _read_line(conn)
     if msg is None:
+        conn.close()
+        return None
+    if msg.get("ping"):
+        _send(conn, {**about, "pid": os.getpid(), "running": len(running)})
         conn.close()
         return None
     if msg.get("stop"):
@@ -157,10 +163,11 @@ def serve(sock_path: str, idle: float, platform: dict[str, Any]) -> int:
     sel.register(listener, selectors.EVENT_READ)
     running: dict[int, socket.socket] = {}
     last, listening = time.monotonic(), True
+    about = {"platform": platform, "idle": idle, "started": time.time()}
     try:
         while listening or running:
             for _ in sel.select(timeout=0.1):
-                if _accept(listener, running) == "stop":
+                if _accept(listener, running, about) == "stop":
                     # Probes in flight finish (they belong to other lints); nobody new gets in.
                     sel.unregister(listener)
                     _leave(sock_path, inode, listener)

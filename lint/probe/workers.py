@@ -222,6 +222,26 @@ def _stop(sock: Path) -> None:
         _read_reply(conn, 5.0)
 
 
+def live(where: Path | None = None) -> list[dict[str, Any]]:
+    """What each worker under `where` (default: root()) says it is, with its socket and the
+    memory it holds; sockets nobody answers on are left out."""
+    base = where or root()
+    out = []
+    for sock in sorted(base.glob("*.sock")) if base.is_dir() else []:
+        conn = _connect(sock)
+        if conn is None:
+            continue
+        with conn:
+            try:
+                conn.sendall(b'{"ping": true}\n')
+            except OSError:
+                continue
+            reply, _ = _read_reply(conn, 5.0)
+        if reply and isinstance(reply.get("pid"), int):
+            out.append({**reply, "socket": str(sock), "rss": tree_rss(reply["pid"])})
+    return out
+
+
 def stop_all(where: Path | None = None) -> int:
     """Stop every worker under `where` (default: root()); how many answered or were stale."""
     base = where or root()
