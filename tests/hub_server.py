@@ -305,3 +305,18 @@ def serve_forever(dirs: dict[str, Path]) -> None:  # pragma: no cover - manual u
             hub.add(repo_id, root)
         print(f"HF_ENDPOINT={hub.endpoint}", flush=True)
         threading.Event().wait()
+
+
+def point_client_at(hub: HubServer, monkeypatch: Any, tmp_path: Path) -> None:
+    """huggingface_hub in this process pointed at the local hub, with a cache and no token of its own."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", hub.endpoint)
+    monkeypatch.setattr(
+        constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+    )
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)

@@ -323,20 +323,11 @@ def test_the_same_path_twice_stays_apart(two, capsys):
 
 
 def test_local_and_hub_paths_mixed(two, capsys, monkeypatch, tmp_path):
-    from huggingface_hub import constants
-
-    from tests.hub_server import HubServer
+    from tests.hub_server import HubServer, point_client_at
 
     with HubServer() as hub:
         hub.add("org/broken", case_checkpoint(BROKEN))
-        monkeypatch.setattr(constants, "ENDPOINT", hub.endpoint)
-        monkeypatch.setattr(
-            constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
-        )
-        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
-        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.delenv("HF_TOKEN", raising=False)
+        point_client_at(hub, monkeypatch, tmp_path)
         _stand_in(monkeypatch, {"clean": CLEAN, "hf://org/broken": BROKEN}, tmp_path / "cache")
         rc, out, err = _run(capsys, "clean", "hf://org/broken", "hf://org/nothing-here", "--format", "json")
         commit = hub.repos["org/broken"].commit

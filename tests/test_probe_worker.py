@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from mtplint.probe import workers
+from test_probe_lifecycle import _gone_soon, _running
 
 from fixtures.build import cached_build
 
@@ -118,7 +119,7 @@ def test_a_killed_mtplint_takes_its_forked_probe_along_and_the_worker_serves_on(
         os.kill(proc.pid, signum)
         proc.communicate(timeout=60)
         assert proc.returncode == code
-        assert _gone_within(child, 5.0), f"the probe forked for a {signum.name}ed mtplint still runs"
+        assert _gone_soon(child, 5.0), f"the probe forked for a {signum.name}ed mtplint still runs"
         assert _running(worker)
     again = _lint(checkpoint, env)
     assert again.returncode == 0 and "on a warm vLLM worker" in again.stderr, again.stderr
@@ -143,29 +144,12 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _running(pid: int) -> bool:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return text[text.rindex(")") + 2] != "Z"
-
-
-def _gone_within(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _running(pid):
-            return True
-        time.sleep(0.1)
-    return False
-
-
 @pytest.mark.probe
 def test_an_idle_worker_leaves_and_takes_its_socket_along(worker_dir, tmp_path):
     env = _env(worker_dir, tmp_path, MTPLINT_WORKER_IDLE="1")
     assert _lint(cached_build(CLEAN), env).returncode == 0
     (worker,) = _worker_pids(worker_dir)
-    assert _gone_within(worker, 10.0)
+    assert _gone_soon(worker, 10.0)
     assert not list(worker_dir.glob("*.sock"))
 
 

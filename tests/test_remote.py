@@ -14,7 +14,7 @@ from mtplint.inventory.checkpoint import load_inventory
 
 from fixtures.build import cached_build, manifest
 from fixtures.sparse import write_sharded
-from tests.hub_server import HubServer, shard_requests
+from tests.hub_server import HubServer, point_client_at, shard_requests
 from tests.hub_server import run_cli as cli
 
 TOKEN = "hf_MARKERtoken7f3a9c1e5b"  # the server's token; must appear in no output
@@ -45,17 +45,7 @@ def hub(tmp_path_factory):
 @pytest.fixture
 def client(hub, tmp_path, monkeypatch):
     """huggingface_hub in this process pointed at the local hub, with a cache and no token of its own."""
-    from huggingface_hub import constants
-
-    monkeypatch.setattr(constants, "ENDPOINT", hub.endpoint)
-    monkeypatch.setattr(
-        constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
-    )
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    point_client_at(hub, monkeypatch, tmp_path)
     hub.reset()
     return hub
 

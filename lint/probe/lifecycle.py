@@ -94,13 +94,7 @@ def _owner_alive(tmp: Path) -> bool:
         pid = int(pid_text)
     except (OSError, ValueError):
         return True  # no readable mark (a run that is just starting): not ours to judge
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return started == "-" or _start_time(pid) in (None, started)
+    return _alive(pid, None if started == "-" else started)
 
 
 def sweep_stale(parent: Path, keep: Path | None = None) -> list[Path]:
@@ -160,6 +154,8 @@ def die_with_client(client: int) -> None:
 
 
 def _alive(pid: int, started: str | None) -> bool:
+    """`pid` runs, and is the process that started at `started` (not a later one reusing the
+    pid); None: no start time to compare."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
