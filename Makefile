@@ -14,9 +14,10 @@ demo: setup
 test: setup
 	.venv/bin/python -m pytest -q
 
-# Rule cases from recorded probe reports and every test that needs no vLLM: under a minute.
+# Every rule case from its recorded probe report and the quick unit tests, on both cores, no
+# vLLM import: under a minute. `make test` runs the rest (probe, factory, slow).
 test-fast:
-	.venv/bin/python -m pytest -q -m "not probe and not factory"
+	.venv/bin/python -m pytest -q -n 2 -m "not probe and not factory and not slow"
 
 # Re-probe every rule case and rewrite tests/recorded/ (after a probe or fixture change).
 record:

@@ -110,11 +110,23 @@ def is_mtp_name(name: str, n_hidden: int | None) -> bool:
     return mtp_layer_index(name, n_hidden) is not None or bool(_SHARED_MTP.match(name))
 
 
+# Components of the longest name head the index patterns read (`model.language_model.mtp.
+# layers.{i}.`): a name's MTP layer is its head's.
+_HEAD_PARTS = 5
+
+
 def layers_present(names: Iterable[str], n_hidden: int | None) -> set[int]:
-    """Every MTP layer index some name belongs to."""
+    """Every MTP layer index some name belongs to. Asked once per distinct name head: a
+    checkpoint holds hundreds of thousands of names under a few hundred heads."""
     found: set[int] = set()
+    seen: set[str] = set()
     for name in names:
-        i = mtp_layer_index(name, n_hidden)
+        parts = name.split(".", _HEAD_PARTS)
+        head = ".".join(parts[:_HEAD_PARTS]) + "." if len(parts) > _HEAD_PARTS else name
+        if head in seen:
+            continue
+        seen.add(head)
+        i = mtp_layer_index(head, n_hidden)
         if i is not None:
             found.add(i)
     return found

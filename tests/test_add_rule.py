@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -28,6 +30,7 @@ def _copy_tree(tmp: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_scaffolded_rule_loads_orders_and_runs(tmp_path):
     root = _copy_tree(tmp_path)
     written = scaffold("MTP099", "draft-reads-wrong-norm", None, root=root)

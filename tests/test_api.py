@@ -37,6 +37,7 @@ def _validate(schema: dict, doc: dict) -> None:
     jsonschema.validators.validator_for(schema)(schema).validate(doc)
 
 
+@pytest.mark.slow
 def test_lint_returns_what_the_cli_reports(demo, capsys):
     path, _ = demo
     report = mtplint.lint(path)
@@ -55,6 +56,7 @@ def test_lint_returns_what_the_cli_reports(demo, capsys):
     assert capsys.readouterr().out.replace(", cached", "") == report.render("text").replace(", cached", "")
 
 
+@pytest.mark.slow
 def test_options_go_through_the_cli_types(demo):
     path, probed = demo
     report = mtplint.lint(path, select=["MTP001"], fail_on="warning", gpu="h100", num_speculative_tokens=1)
@@ -112,6 +114,7 @@ def test_rules_as_json(capsys):
     assert "rewrite-ignore-to-runtime-names" in mtp001["fixes"]["artifact"]
 
 
+@pytest.mark.slow
 def test_cli_sarif_for_code_scanning(demo):
     path, _ = demo
     rc = mtplint_cli(path, "--format", "sarif", "--output", "r.sarif", "--repo-root", path.parent)

@@ -31,6 +31,7 @@ def _lint(path: Path, *extra: str) -> tuple[int, dict]:
     return rc, json.loads(Path("report.json").read_text())
 
 
+@pytest.mark.slow
 def test_write_then_lint_against_the_baseline(seed, capsys):
     path, _ = seed
     rc, report = _lint(path, "--write-baseline", "mtplint-baseline.json")
@@ -54,6 +55,7 @@ def test_write_then_lint_against_the_baseline(seed, capsys):
     jsonschema.validators.validator_for(load_schema())(load_schema()).validate(report)
 
 
+@pytest.mark.slow
 def test_new_findings_count_and_entries_gone_are_fixed(seed, capsys):
     path, _ = seed
     _lint(path, "--write-baseline", "b.json")
@@ -93,6 +95,7 @@ def test_new_findings_count_and_entries_gone_are_fixed(seed, capsys):
     assert {e["id"] for e in json.loads(Path("b.json").read_text())["findings"]} == set(entries) - {gone["id"]} | {SEED}
 
 
+@pytest.mark.slow
 def test_config_suppressions_stay_out_of_the_baseline(seed):
     path, _ = seed
     Path("mtplint.toml").write_text(f'[[suppress]]\nid = "{SEED}"\nreason = "kept for vLLM 0.34"\n')

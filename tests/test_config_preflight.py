@@ -64,6 +64,7 @@ def _refused(inventory: Any) -> str:
 
 
 @pytest.mark.parametrize("family", sorted(RECIPES))
+@pytest.mark.slow
 def test_every_family_as_published_passes(inventories, family):
     check_config(inventories[family])
 

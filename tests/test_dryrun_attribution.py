@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 import torch
 from mtplint.probe.dryrun import _Attribution, _same_tensor
 
@@ -22,6 +23,7 @@ def _meta() -> torch.Tensor:
     return torch.empty((4, 4), device="meta")
 
 
+@pytest.mark.slow
 def test_a_tensor_held_back_until_its_partner_loads_is_read_with_it():
     a = _attribution()
     buffer = {}

@@ -51,6 +51,7 @@ def table_rows() -> list[str]:
     return [line for line in block.splitlines() if line.startswith("| ") and not line.startswith("| family")]
 
 
+@pytest.mark.slow
 def test_committed_table_is_generated():
     assert gen.committed(gen.README.read_text()) == gen.render(), "run: python scripts/gen_family_table.py"
 
@@ -88,6 +89,7 @@ def test_every_family_fixture_is_indexed_and_generated():
     assert dirs <= set(layouts.LAYOUTS), f"no layout generator: {dirs - set(layouts.LAYOUTS)}"
 
 
+@pytest.mark.slow
 def test_a_family_with_a_recorded_case_reads_as_probed(tmp_path, monkeypatch):
     """The probed column follows the recorded reports: without them a fixture family is not 'yes'."""
     glm5 = next(f for f in gen.index()["family"] if f.get("dir") == "glm5")

@@ -400,6 +400,7 @@ def test_second_fix_waits_for_the_lock_then_plans_from_what_the_first_wrote(tmp_
     assert not (d / LOCK_NAME).exists()
 
 
+@pytest.mark.slow
 def test_dry_run_takes_no_lock_and_works_on_a_read_only_directory(tmp_path, fixture):
     d = copy_fixture(fixture, tmp_path / "ckpt")
     with read_only(d):
@@ -409,6 +410,7 @@ def test_dry_run_takes_no_lock_and_works_on_a_read_only_directory(tmp_path, fixt
     assert not (d / LOCK_NAME).exists()
 
 
+@pytest.mark.slow
 def test_cli_on_a_full_disk_is_exit_2_naming_the_file(tmp_path, fixture):
     with small_tmpfs(tmp_path / "fs", "64m") as fs:
         d = copy_fixture(fixture, fs / "ckpt")

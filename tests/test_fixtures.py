@@ -217,6 +217,7 @@ def test_dsv4_w4a16_bf16mtp_is_seed_001():
     assert T.matches("model.layers.43.ffn.experts.0.w1", qc["config_groups"]["group_0"]["targets"])
 
 
+@pytest.mark.slow
 def test_dsv4_ondisk_ignore_is_seed_000():
     qc = B.materialize("dsv4-flash-w4a16-ondisk-ignore").config["quantization_config"]
     assert "layers.3.attn.compressor.fused_wkv_wgate" in qc["ignore"]
@@ -230,6 +231,7 @@ def test_dsv4_no_mtp_keeps_config_depth():
     assert not any(n.startswith("mtp.") for n, _, _ in ck.tensors)
 
 
+@pytest.mark.slow
 def test_other_family_counts():
     assert len(B.materialize("dsv3-fp8-official").tensors) == 91991
     h = dict((n, (d, tuple(s))) for n, d, s in B.materialize("dsv3-fp8-official").tensors)
@@ -439,6 +441,7 @@ def test_modelopt_nvfp4_converts_native_packed_fp4_and_drops_scale():
     assert not any(k.startswith("mtp.") for k in layers)
 
 
+@pytest.mark.slow
 def test_glm_nvfp4_recipes_exclusions_are_exactly_the_recipe_entries():
     for name in ("glm45-air-nvfp4-clean", "glm45-air-nvfp4-eh-proj-quantized", "glm45-air-nvfp4-partial-qkv-exclude"):
         r = B.load_recipe(name)
@@ -492,6 +495,7 @@ def test_dsv4_nvfp4_config_json_and_hf_quant_config_agree(recipe):
     }
 
 
+@pytest.mark.slow
 def test_dsv4_nvfp4_converts_trunk_experts_and_leaves_the_rest_untouched():
     base_path = B.cached_build("dsv4-flash-official")
     path = B.cached_build("dsv4-flash-nvfp4")
@@ -524,6 +528,7 @@ def test_dsv4_nvfp4_converts_trunk_experts_and_leaves_the_rest_untouched():
     assert (path / last).stat().st_size == (base_path / last).stat().st_size
 
 
+@pytest.mark.slow
 def test_dsv4_nvfp4_leaf_excludes_lists_every_unquantized_linear():
     path = B.cached_build("dsv4-flash-nvfp4-mtp-leaf-excludes")
     h = _headers(path)

@@ -8,11 +8,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 from fuzz_inputs import KINDS, fuzz, report
 
 
+@pytest.mark.slow
 def test_fuzz_sample(tmp_path):
     t0 = time.monotonic()
     tallies = fuzz(2000, seed=16, work_dir=str(tmp_path))

@@ -90,6 +90,7 @@ def _escape_layout(tmp_path: Path, name: str) -> Path:
         ("a.bin", "not a *.safetensors name"),
     ],
 )
+@pytest.mark.slow
 def test_index_name_vllm_cannot_load_is_bad_input(tmp_path, name, why):
     root = tmp_path / "ckpt"
     name = name.format(tmp=tmp_path, root=root)
@@ -119,6 +120,7 @@ def test_link_out_of_the_directory_loads_like_a_hub_snapshot(tmp_path):
     assert sorted(load_inventory(root).tensors) == ["a", "b"]
 
 
+@pytest.mark.slow
 def test_fifo_named_as_a_shard_is_bad_input_not_a_hang(tmp_path):
     root = checkpoint(tmp_path / "ckpt", {"a": "a.safetensors", "b": "pipe.safetensors"})
     shard(root / "a.safetensors", "a")
@@ -155,6 +157,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_index_verdicts_match_vllm(tmp_path):
     """The real vLLM resolver on each layout: every index it refuses is bad input here, and every
     one it takes loads here (its shards being valid)."""
@@ -292,6 +295,7 @@ def _bad_config_cases() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("case", list(_bad_config_cases()))
+@pytest.mark.slow
 def test_malformed_config_is_one_line_exit_2(tmp_path, case):
     root = checkpoint(tmp_path / "ckpt")
     (root / "config.json").write_text(_bad_config_cases()[case], encoding="utf-8", errors="surrogatepass")
@@ -299,6 +303,7 @@ def test_malformed_config_is_one_line_exit_2(tmp_path, case):
     assert_bad_input(run_cli(str(root)), "config.json")
 
 
+@pytest.mark.slow
 def test_malformed_hf_quant_config_and_index_are_exit_2(tmp_path):
     root = checkpoint(tmp_path / "ckpt")
     shard(root / "model.safetensors", "w")
@@ -330,12 +335,14 @@ def test_duplicate_config_keys_read_as_vllm_reads_them(tmp_path):
     assert load_inventory(root).config["model_type"] == "llama"
 
 
+@pytest.mark.slow
 def test_300_character_shard_name_is_bad_input(tmp_path):
     root = checkpoint(tmp_path / "ckpt", {"w": "w" * 300 + ".safetensors"})
     shard(root / "model.safetensors", "w")
     assert_bad_input(run_cli(str(root)), INDEX, "does not exist")
 
 
+@pytest.mark.slow
 def test_lone_surrogate_tensor_name_is_bad_input_and_digest_survives_one(tmp_path):
     root = checkpoint(tmp_path / "ckpt")
     raw_shard(root / "model.safetensors", '{"a\\ud800": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}', 4)
@@ -357,6 +364,7 @@ def test_huge_shape_is_rejected_fast_with_a_short_message(tmp_path):
     assert "overflows 64 bits" in str(ei.value) and len(ei.value.one_line()) < 400
 
 
+@pytest.mark.slow
 def test_huge_size_mismatch_message_stays_short(tmp_path):
     root = checkpoint(tmp_path / "ckpt")
     shape = ",".join(["1"] * 50_000 + ["3"])
@@ -455,6 +463,7 @@ def test_header_verdict_matches_safetensors(tmp_path, case):
     assert mtplint_verdict(path) == theirs
 
 
+@pytest.mark.slow
 def test_header_verdicts_match_safetensors_on_random_mutants(tmp_path):
     """A seeded sample of mutated headers (the fuzz harness's generator), through read_shard_header only."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))

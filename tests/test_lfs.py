@@ -107,6 +107,7 @@ def test_a_small_real_shard_is_not_a_pointer(tmp_path):
     assert len(load_inventory(root).tensors) == len(TENSORS)
 
 
+@pytest.mark.slow
 def test_cli_exits_2_with_one_line(tmp_path):
     root = clone(tmp_path, shards=3, pointers=1)
     proc = subprocess.run([*MTPLINT, str(root), "-q"], capture_output=True, text=True, timeout=120)

@@ -81,6 +81,7 @@ def test_matrix_reads_headers_once_names_the_commit_and_is_cached_the_second_tim
         ("hf://org/ckpt@v9", "revision 'v9' not found in org/ckpt"),
     ],
 )
+@pytest.mark.slow
 def test_matrix_errors_are_check_s_one_line(hub, tmp_path, path, needle):
     """Before any probe: exit 2 and the very line `mtplint check` prints."""
     home = tmp_path / "home"

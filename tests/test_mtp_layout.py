@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from mtplint import mtp_layout as L
 
 FAMILY_NAMES = {
@@ -112,3 +114,16 @@ def test_nemotron_h_counts_steps_not_physical_layers():
     names = [f"mtp.layers.{j}.norm.weight" for j in range(4)]
     assert L.depth_on_disk(names, cfg) == 2
     assert L.depth_on_disk(names[:3], cfg) == 1  # step 1 half written: only step 0 is whole
+
+
+_PARTS = ["model", "language_model", "mtp", "layers", "mtp_block", "mtp_emb_norm", "0", "1", "3", "61", "62", "weight"]
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(_PARTS), min_size=1, max_size=9).map(".".join), max_size=20),
+    st.sampled_from([None, 0, 2, 61]),
+)
+def test_layers_present_reads_each_name_head_once_with_the_same_answer(names, n_hidden):
+    """layers_present asks once per name head: the answer is the per-name answer."""
+    per_name = {i for name in names if (i := L.mtp_layer_index(name, n_hidden)) is not None}
+    assert L.layers_present(names, n_hidden) == per_name

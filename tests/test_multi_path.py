@@ -127,6 +127,7 @@ def _run(capsys, *argv) -> tuple[int, str, str]:
 # ---- the command line, recorded probe ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_text_is_each_checkpoints_own_report_then_one_line(two, capsys):
     singles = {}
     for name in ("clean", "broken"):
@@ -161,6 +162,7 @@ def test_one_path_is_unchanged(two, capsys):
     assert "::group::" not in (out_dir / "github").read_text()
 
 
+@pytest.mark.slow
 def test_every_format_is_one_document(two, capsys, monkeypatch, tmp_path):
     summary_md = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_md))
@@ -245,6 +247,7 @@ def test_every_format_is_one_document(two, capsys, monkeypatch, tmp_path):
     assert (out_dir / "text").read_text().endswith("3 checkpoints: 1 with errors, 1 clean, 1 not linted\n")
 
 
+@pytest.mark.slow
 def test_exit_code_is_the_worst_path(two, capsys):
     assert _run(capsys, "clean", "clean")[0] == 0
     assert _run(capsys, "clean", "broken")[0] == 1
@@ -322,6 +325,7 @@ def test_the_same_path_twice_stays_apart(two, capsys):
     assert len(set(ids)) == 2 and "ckpt=broken-2/" in ids[1]
 
 
+@pytest.mark.slow
 def test_local_and_hub_paths_mixed(two, capsys, monkeypatch, tmp_path):
     from tests.hub_server import HubServer, point_client_at
 

@@ -112,12 +112,14 @@ def test_missing_shard_with_escapes_in_its_name_is_one_safe_line(tmp_path):
     _assert_one_safe_line(_run(str(d)), "model\\x1b[2J\\x1b]0;pwned\\x07\\n-00002.safetensors")
 
 
+@pytest.mark.slow
 def test_unreadable_shard_whose_file_name_holds_escapes_is_one_safe_line(tmp_path):
     d = _ckpt(tmp_path)
     (d / f"evil{CLEAR}{TITLE}\nx.safetensors").write_bytes((1000).to_bytes(8, "little") + b'{"w": ')
     _assert_one_safe_line(_run(str(d)), "evil\\x1b[2J\\x1b]0;pwned\\x07\\nx.safetensors")
 
 
+@pytest.mark.slow
 def test_tensor_name_with_escapes_in_a_header_error_is_one_safe_line(tmp_path):
     d = _ckpt(tmp_path)
     tensor = f"a{CLEAR}{TITLE}\nb\u202e"

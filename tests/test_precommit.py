@@ -86,6 +86,7 @@ def repo(tmp_path, monkeypatch) -> tuple[Path, list[Path]]:
     return tmp_path, stand_in(monkeypatch, dirs, tmp_path / "cache")
 
 
+@pytest.mark.slow
 def test_hook_entry_lints_each_changed_checkpoint_once_and_exits_with_the_worst(repo, capsys):
     root, probed = repo
     files = ["models/clean/config.json", "models/failing/config.json", "models/clean/mtplint.toml", "README.md"]
@@ -102,6 +103,7 @@ def test_hook_entry_lints_each_changed_checkpoint_once_and_exits_with_the_worst(
     assert len(probed) == 2  # the second lint of models/clean was a cache hit
 
 
+@pytest.mark.slow
 def test_hook_args_are_check_options(repo, capsys):
     root, _ = repo
     (root / "mtplint.toml").write_text('[[suppress]]\ncode = "MTP002"\nlocation = "*"\nreason = "patched at serve"\n')

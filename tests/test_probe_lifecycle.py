@@ -68,6 +68,12 @@ def checkpoint() -> Path:
     return cached_build("dsv4-flash-official")
 
 
+def sigint_as_at_a_terminal() -> None:
+    """A child's SIGINT back to its default: a shell starts background jobs (a CI step run
+    with `&`) with SIGINT ignored, and Python then installs no KeyboardInterrupt for it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(checkpoint: Path, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir(exist_ok=True)
@@ -86,6 +92,7 @@ def _start(checkpoint: Path, tmp_path: Path, *args: str, env: dict[str, str] | N
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        preexec_fn=sigint_as_at_a_terminal,
     )
 
 
@@ -190,6 +197,7 @@ def test_a_probe_over_its_memory_limit_is_killed_and_reported(checkpoint, tmp_pa
     assert not _probe_dirs(tmp_path)
 
 
+@pytest.mark.slow
 def test_bad_memory_limits_are_usage_errors(checkpoint, tmp_path):
     proc = _start(checkpoint, tmp_path, "--probe-memory", "8 giga")
     _, err = proc.communicate(timeout=120)

@@ -37,6 +37,7 @@ REPORT_PY = Path(__file__).resolve().parent.parent / "lint" / "probe" / "report.
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+@pytest.mark.slow
 def test_recorded_report_round_trips(case):
     data = read_recorded(case["id"])["report"]
     report = ProbeReport.from_json(data)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from mtplint.probe import workers
-from test_probe_lifecycle import _gone_soon, _running
+from test_probe_lifecycle import _gone_soon, _running, sigint_as_at_a_terminal
 
 from fixtures.build import cached_build
 
@@ -114,6 +114,7 @@ def test_a_killed_mtplint_takes_its_forked_probe_along_and_the_worker_serves_on(
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            preexec_fn=sigint_as_at_a_terminal,
         )
         child = _forked_child(worker, proc)
         os.kill(proc.pid, signum)

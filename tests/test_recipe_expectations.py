@@ -10,8 +10,12 @@ from __future__ import annotations
 import tomllib
 
 import pytest
-from recorded_cases import PINNED_VLLM, ROOT, load_cases, read_recorded
+from recorded_cases import PINNED_VLLM, ROOT, load_cases, recorded_path
 from test_rule_cases_fast import lint_recorded
+
+# Each recipe re-judges a rule case's lint (shared with test_rule_cases_fast in one process):
+# the full tier runs it, `make test-fast` leaves it out.
+pytestmark = pytest.mark.slow
 
 RECIPES_DIR = ROOT / "fixtures" / "recipes"
 # [expect] keys this test reads; the others (catalog, vllm_error, notes) are documentation.
@@ -39,7 +43,7 @@ def _default_case(recipe: str, args: list[str]) -> dict | None:
         for case in CASES
         if case["recipe"] == recipe and case["args"] == args and case.get("vllm", PINNED_VLLM) == PINNED_VLLM
     ]
-    return next((c for c in same if read_recorded(c["id"]) is not None), same[0] if same else None)
+    return next((c for c in same if recorded_path(c["id"]).is_file()), same[0] if same else None)
 
 
 def test_recipes_state_what_they_expect():

@@ -65,6 +65,7 @@ def no_internet(monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", loopback_only)
 
 
+@pytest.mark.slow
 def test_hub_inventory_is_the_local_one_from_headers_only(client):
     local = load_inventory(cached_build(RECIPE))
     inv = load_inventory("hf://org/dsv4")
@@ -141,7 +142,8 @@ def test_unreachable_hub(client, monkeypatch):
         load_inventory("hf://org/small")
 
 
-def test_a_server_ignoring_ranges_still_sends_no_whole_shard(client, monkeypatch):
+def test_a_server_ignoring_ranges_still_sends_no_whole_shard(client, monkeypatch, tmp_path):
+    monkeypatch.setenv("MTPLINT_CACHE_DIR", str(tmp_path))  # every header read now, none from the memo
     monkeypatch.setattr(client, "ignore_ranges", True)
     try:
         inv = load_inventory("hf://org/dsv4@main")
@@ -211,6 +213,7 @@ def test_cli_same_findings_as_local_and_no_token_anywhere(hub, tmp_path):
     assert all(f"org/dsv4 --revision {commit}" in s for s in serves)
 
 
+@pytest.mark.slow
 def test_hub_listing_finds_the_sidecar_shard(client):
     inv = load_inventory("hf://org/sidecar")
     assert len(inv.unindexed["mtp.safetensors"]) == 404

@@ -175,6 +175,7 @@ def _lint(path: Path, project: Path, *extra: str) -> tuple[int, dict]:
     return rc, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_suppressed_findings_do_not_count_and_are_reported_with_their_reason(seed, project, capsys):
     rc, before = _lint(seed, project)
     assert rc == 1 and before["summary"]["error"] == 11, before["summary"]
@@ -218,6 +219,7 @@ def test_suppressed_findings_do_not_count_and_are_reported_with_their_reason(see
     assert "unused suppression" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_suppressing_every_error_passes(seed, project):
     (project / "mtplint.toml").write_text(
         '[[suppress]]\ncode = "MTP002"\nlocation = "mtp.0.*"\nreason = "the draft runs unquantized with a patch"\n'
@@ -229,6 +231,7 @@ def test_suppressing_every_error_passes(seed, project):
     assert report["findings"] == [] and len(report["suppressed"]) == 11
 
 
+@pytest.mark.slow
 def test_unused_suppression_warns_on_stderr_and_in_the_reports(seed, project, capsys):
     (project / "mtplint.toml").write_text(
         f'[[suppress]]\nid = "MTP001:{SEED_ENTRY}"\nreason = "kept on purpose"\n\n'

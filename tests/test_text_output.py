@@ -38,6 +38,7 @@ def _entry_line(config: Path, entry: str) -> int:
     return next(i for i, ln in enumerate(config.read_text().splitlines(), 1) if needle in ln)
 
 
+@pytest.mark.slow
 def test_demo_reads_in_a_few_lines(demo, capsys):
     rc = mtplint(demo)
     out = capsys.readouterr().out
@@ -57,6 +58,7 @@ def test_demo_reads_in_a_few_lines(demo, capsys):
     assert lines[-1].startswith(SUMMARY)
 
 
+@pytest.mark.slow
 def test_paths_are_relative_to_the_working_directory(demo, capsys, monkeypatch):
     monkeypatch.chdir(demo.parent)
     mtplint(demo.name)
@@ -67,6 +69,7 @@ def test_paths_are_relative_to_the_working_directory(demo, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("flag", [["-v"], ["--output-format", "full"]])
+@pytest.mark.slow
 def test_full_output_keeps_the_tree_and_adds_the_module_table(demo, capsys, flag):
     rc = mtplint(demo, *flag)
     lines = capsys.readouterr().out.splitlines()
@@ -87,6 +90,7 @@ def test_full_output_keeps_the_tree_and_adds_the_module_table(demo, capsys, flag
     assert lines[-1].startswith(SUMMARY)
 
 
+@pytest.mark.slow
 def test_statistics(demo, capsys):
     rc = mtplint(demo, "--statistics")
     lines = capsys.readouterr().out.splitlines()
@@ -99,6 +103,7 @@ def test_statistics(demo, capsys):
     assert lines[-1].startswith(SUMMARY)
 
 
+@pytest.mark.slow
 def test_summary_agrees_with_the_json_report(demo, capsys):
     mtplint(demo, "--format", "json", "--output", "r.json", "--format", "text", "--output", "r.txt")
     report = json.loads(Path("r.json").read_text())
@@ -139,6 +144,7 @@ def test_use_color(mode, env, tty, expected):
     assert use_color(mode, _Tty() if tty else io.StringIO(), env) is expected
 
 
+@pytest.mark.slow
 def test_color_option_and_environment_reach_the_report(demo, capsys, monkeypatch):
     def report(*args: str) -> str:
         mtplint(demo, *args)

@@ -74,6 +74,7 @@ def test_unwritable_output_directory(seed, capsys):
     assert probed == []
 
 
+@pytest.mark.slow
 def test_a_prefix_selects_and_valid_values_pass(seed, capsys):
     path, probed = seed
     assert mtplint(path, "--select", "mtp0", "--kv-cache-dtype", "fp8", "--probe-timeout", "30") == 1
@@ -99,6 +100,7 @@ def _mtp001_severity(path: Path, capsys, *args: str) -> tuple[int, str]:
     return rc, found[0]["severity"]
 
 
+@pytest.mark.slow
 def test_select_keeps_a_real_error_an_error(seed, capsys):
     path, _ = seed
     assert _mtp001_severity(path, capsys) == (1, "error")
@@ -108,6 +110,7 @@ def test_select_keeps_a_real_error_an_error(seed, capsys):
     assert _mtp001_severity(path, capsys, "--ignore", "MTP002,MTP005") == (1, "error")
 
 
+@pytest.mark.slow
 def test_without_consequences_still_lowers_when_the_consequence_rules_ran(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     path = case_checkpoint(PATCHED)

@@ -109,6 +109,10 @@ class Context:
         # finding id standing for each cause (the first registered wins).
         self._claimed: set[tuple[str, str, str | None]] = set()
         self._causes: dict[tuple[str, ...], str] = {}
+        # Checks ask these once per fed tensor and parameter (hundreds of thousands on a
+        # full-size MoE checkpoint): answered once per module path / tensor.
+        self._decision_memo: dict[str, dict[str, Decision | None]] = {}
+        self._disk_format_memo: dict[str, ModuleFormat | None] = {}
 
     # --- what earlier rules found (written by the engine only) ----------------------
     def claimed(self, kind: str, model: str, item: str | None) -> bool:
@@ -172,6 +176,22 @@ class Context:
         """Checkpoint tensor -> the parameters of `model` its loading fed."""
         return self.load(model).fed
 
+    def fed_formats(self, model: str) -> list[tuple[str, list[str], ModuleFormat | None]]:
+        """(tensor, the parameters it fed, its module's on-disk format) for every tensor the
+        loading of `model` fed. Built once: several checks walk every fed tensor."""
+        cache = self.__dict__.setdefault("_fed_formats", {})
+        if model not in cache:
+            modules = self.inventory.modules
+            rows = []
+            for t, params in self.fed(model).items():
+                # split_module's answer, without its call for the common case (not an expert block)
+                module = t.rpartition(".")[0]
+                if not module or module.endswith("experts"):
+                    module = split_module(t)[0]
+                rows.append((t, params, modules.get(module)))
+            cache[model] = rows
+        return cache[model]
+
     def read_tensors(self, model: str) -> frozenset[str]:
         """Checkpoint tensors the loading of `model` consumed: fed to a parameter, or held
         back by a loader until a partner arrived. Built once: checks ask per tensor."""
@@ -204,14 +224,20 @@ class Context:
 
     def decision_for_module_path(self, model: str, path: str) -> Decision | None:
         """The construction decision of the module at `path`, or of its closest ancestor."""
+        memo = self._decision_memo.get(model)
+        if memo is None:
+            memo = self._decision_memo[model] = {}
+        if path in memo:
+            return memo[path]
         index = self._decisions_by_path(model)
-        while path:
-            if path in index:
-                return index[path]
-            if "." not in path:
-                return None
-            path = path.rsplit(".", 1)[0]
-        return None
+        found, ancestor = None, path
+        while ancestor:
+            if ancestor in index:
+                found = index[ancestor]
+                break
+            ancestor = ancestor.rpartition(".")[0]
+        memo[path] = found
+        return found
 
     def module_paths(self, model: str) -> dict[str, list[str]]:
         """Every module path that has parameters below it -> those parameters. Built once:
@@ -248,8 +274,10 @@ class Context:
         return param.rsplit(".", 1)[0]
 
     def disk_format(self, tensor: str) -> ModuleFormat | None:
-        module, _leaf = split_module(tensor)
-        return self.inventory.modules.get(module)
+        memo = self._disk_format_memo
+        if tensor not in memo:
+            memo[tensor] = self.inventory.modules.get(split_module(tensor)[0])
+        return memo[tensor]
 
     def tensor_file(self, tensor: str | None) -> str:
         if tensor and tensor in self.inventory.tensors:
@@ -348,10 +376,11 @@ class Context:
         for model in MODELS:
             load = self.load(model)
             for tensor, params in load.fed.items():
+                ondisk = split_module(tensor)[0]
                 for p in params:
-                    d = self.decision_for_module_path(model, p.rsplit(".", 1)[0])
+                    d = self.decision_for_module_path(model, p.rpartition(".")[0])
                     if d:
-                        pairs[(split_module(tensor)[0], model, d.prefix)] = None
+                        pairs[(ondisk, model, d.prefix)] = None
             for err in load.errors:
                 missing = err.tensor and (err.param or self.missing_param_in(err))
                 if err.tensor and missing:

@@ -57,8 +57,7 @@ def format_reinterpreted(ctx: Context, options: ReinterpretOptions) -> list[Hit]
     family_of_kind = {k: fam for fam, kinds in options.families.items() for k in kinds}
     hits: dict[str, Hit] = {}
     for model in MODELS:
-        for tensor, params in ctx.fed(model).items():
-            disk = ctx.disk_format(tensor)
+        for tensor, params, disk in ctx.fed_formats(model):
             disk_family = family_of_kind.get(disk.kind) if disk is not None else None
             if disk is None or disk_family is None:
                 continue

@@ -16,13 +16,22 @@ _NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute")
 
 
 def _group(ctx: Context) -> dict[tuple[str, str], list[LoadError]]:
-    """Load errors by (model, the runtime module the failing tensor was headed for)."""
+    """Load errors by (model, the runtime module the failing tensor was headed for). Built
+    once per lint: both checks of this module read it."""
+    cached = ctx.__dict__.get("_load_errors_by_module")
+    if cached is not None:
+        return cached
     groups: dict[tuple[str, str], list[LoadError]] = defaultdict(list)
-    runtime_parents = _runtime_parents(ctx)
+    runtime_parents: dict[tuple[str, str], str] | None = None
     for model, err in ctx.load_errors():
-        module = ctx.error_module(model, err) or _fused_layer_that_raised(ctx, model, err, runtime_parents)
+        module = ctx.error_module(model, err)
+        if not module and _NO_ATTRIBUTE.search(err.message) and err.tensor:
+            if runtime_parents is None:
+                runtime_parents = _runtime_parents(ctx)
+            module = _fused_layer_that_raised(ctx, model, err, runtime_parents)
         if module:
             groups[(model, module)].append(err)
+    ctx.__dict__["_load_errors_by_module"] = groups
     return groups
 
 
@@ -131,11 +140,8 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
     (same shape for per-tensor/block FP8), its scales never loaded."""
     hits: dict[str, Hit] = {}
     for model in MODELS:
-        for tensor, params in ctx.fed(model).items():
-            if not tensor.endswith(".weight"):
-                continue
-            disk = ctx.disk_format(tensor)
-            if disk is None or disk.quantized:
+        for tensor, params, disk in ctx.fed_formats(model):
+            if disk is None or disk.quantized or not tensor.endswith(".weight"):
                 continue
             for p in params:
                 module = p.rsplit(".", 1)[0]
@@ -224,8 +230,7 @@ def _silent_unquantized_fed_quantized(ctx: Context) -> dict[str, Hit]:
     """No error: the packed weight landed in an unquantized parameter and its scales in nothing."""
     hits: dict[str, Hit] = {}
     for model in MODELS:
-        for tensor, params in ctx.fed(model).items():
-            disk = ctx.disk_format(tensor)
+        for tensor, params, disk in ctx.fed_formats(model):
             if disk is None or not disk.quantized or not tensor.endswith(".weight"):
                 continue
             if _dequantized_on_load(ctx, model, tensor, disk.suffixes):
