@@ -277,6 +277,20 @@ def test_set_mtp_depth_to_the_layers_shipped(tmp_path, probe_cache):
     assert "MTP005" not in found
 
 
+def test_unloaded_nvfp4_head_is_excluded_under_the_name_vllm_compares(tmp_path, probe_cache):
+    """MTP018 (catalog A1 on GLM-5): the fix excludes the head by its construction prefix
+    `model.layers.78.head`; the module path `model.layers.78.shared_head.head` would be a dead entry."""
+    path = copy_fixture("glm5-nvfp4-mtp-head-omitted", tmp_path / "ckpt")
+    proc = run_fix(path, ["--only", "ignore-unquantized-mtp-block"], probe_cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    hf = json.loads((path / "hf_quant_config.json").read_text())["quantization"]["exclude_modules"]
+    ignore = json.loads((path / "config.json").read_text())["quantization_config"]["ignore"]
+    assert "model.layers.78.head" in hf and "model.layers.78.head" in ignore
+    assert "model.layers.78.shared_head.head" not in hf + ignore
+    found = codes(check(path, [], probe_cache))
+    assert not found, {c: [f["message"] for f in fs] for c, fs in found.items()}
+
+
 def test_alias_head_embed_on_the_official_layout_under_pp2(tmp_path, probe_cache):
     from mtplint.inventory.safetensors_header import read_shard_header
 

@@ -66,6 +66,32 @@ def _runtime_prefix_index(ctx: Context) -> dict[str, dict[tuple[str, str], None]
     return cached
 
 
+def _prefixes_of_paths_named(ctx: Context, entry: str) -> list[tuple[str, str]]:
+    """Construction prefixes of the modules whose path (not prefix) the entry names. A module
+    nothing on disk feeds (the MTP head GLM-5 does not ship) gives the entry no on-disk name to
+    go by; its path, `model.layers.78.shared_head.head`, is what an author writes, while vLLM
+    compares `model.layers.78.head`."""
+    cached = ctx.__dict__.get("_paths_to_prefixes")
+    if cached is None:
+        by_path: dict[str, dict[tuple[str, str], None]] = {}
+        for d in ctx.report.decisions:
+            if d.module and d.module != d.prefix:
+                by_path.setdefault(d.module, {})[(d.model, d.prefix)] = None
+        cached = (ModuleNames(by_path), by_path)
+        ctx.__dict__["_paths_to_prefixes"] = cached
+    names, by_path = cached
+    out: dict[tuple[str, str], None] = {}
+    for path in ondisk_modules_meant(entry, names):
+        out.update(by_path[path])
+    return list(out)
+
+
+def runtime_prefixes_meant(ctx: Context, entry: str, meant: list[str]) -> list[tuple[str, str]]:
+    """The construction prefixes a dead entry most likely meant: those its on-disk modules
+    (`meant`) were loaded into, else those of the runtime module paths it names."""
+    return runtime_prefixes_for(ctx, meant) or _prefixes_of_paths_named(ctx, entry)
+
+
 def runtime_prefixes_for(ctx: Context, ondisk: list[str]) -> list[tuple[str, str]]:
     index = _runtime_prefix_index(ctx)
     out: dict[tuple[str, str], None] = {}
@@ -176,7 +202,7 @@ def _dead_entries(
             # routes it through the config (MTP016 reports the undeclared ones).
             continue
         meant = ondisk_modules_meant(written.get(entry, entry), ondisk_modules)
-        prefixes = runtime_prefixes_for(ctx, meant)
+        prefixes = runtime_prefixes_meant(ctx, written.get(entry, entry), meant)
         if prefixes and all(mp in excluded for mp in prefixes):
             # Per-Linear entries vLLM does not compare (compressed-tensors decides a FusedMoE
             # from expert 0 only) inside blocks the list already excludes: they describe

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..probe.report import ParamInfo
+from ..versions import in_range
 from . import check
 from .context import Cause, Context, Hit
 
@@ -85,4 +88,114 @@ def draft_params_never_loaded(ctx: Context, options: NeverLoadedOptions) -> list
                 because=because,
             )
         )
+    return hits
+
+
+_POST_LOAD_KEYS = {"id", "vllm", "methods", "format", "param", "signature", "raiser", "source", "raises"}
+
+
+@dataclass(frozen=True)
+class PostLoadOptions:
+    # The knowledge table: quant methods whose process_weights_after_loading raises on a
+    # parameter no tensor reached, per vLLM release range.
+    rejects: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for entry in self.rejects:
+            missing = _POST_LOAD_KEYS - set(entry)
+            if missing:
+                raise ValueError(f"options.rejects entry {entry.get('id')!r} lacks {', '.join(sorted(missing))}")
+
+
+def _own_params(ctx: Context, module: str) -> dict[str, ParamInfo]:
+    params = ctx.params("draft")
+    return {p.rsplit(".", 1)[1]: params[p] for p in ctx.params_under("draft", module) if p.rsplit(".", 1)[0] == module}
+
+
+@check(
+    fields=(
+        "module",
+        "module_class",
+        "method",
+        "format",
+        "param",
+        "vllm_version",
+        "raiser",
+        "raises",
+        "shared_with",
+        "entry",
+    ),
+    options=PostLoadOptions,
+)
+def unloaded_module_rejected_before_sharing(ctx: Context, options: PostLoadOptions) -> list[Hit]:
+    """Draft modules the proposer replaces with the target's after loading (MTP004 and MTP005
+    count them as shared), built with a quant method whose post-load step rejects a parameter
+    no tensor fed. vLLM runs that step inside get_model(), before the proposer's sharing, so
+    the replacement never happens: the server fails at startup."""
+    wiring = ctx.report.wiring
+    if not ctx.built_ok("draft") or wiring is None or wiring.draft_params_after is None:
+        return []
+    after = set(wiring.draft_params_after)
+    loaded = ctx.loaded_set("draft") | {p for params in ctx.fed("draft").values() for p in params}
+    key = ctx.inventory.declared.exclusion_key
+    hits: list[Hit] = []
+    for entry in options.rejects:
+        if not in_range(ctx.vllm_version, entry["vllm"]):
+            continue
+        for d in ctx.decisions("draft"):
+            if d.method not in entry["methods"]:
+                continue
+            module = d.module_path
+            own = _own_params(ctx, module)
+            # The method serves several formats; the parameters it built name the one it chose.
+            if any(leaf not in own or own[leaf].dtype != dtype for leaf, dtype in entry["signature"].items()):
+                continue
+            param = f"{module}.{entry['param']}"
+            if param in loaded:
+                continue
+            shared_with = wiring.shared.get(f"{module}.weight")
+            if param in after and shared_with is None:
+                continue  # not replaced: MTP005 reports its unloaded parameters
+            names = d.compared or [d.prefix]
+            hits.append(
+                Hit(
+                    key=module,
+                    fields={
+                        "module": module,
+                        "module_class": d.layer_class,
+                        "method": d.method,
+                        "format": entry["format"],
+                        "param": entry["param"],
+                        "vllm_version": ctx.vllm_version,
+                        "raiser": entry["raiser"],
+                        "raises": entry["raises"],
+                        "shared_with": shared_with.removesuffix(".weight") if shared_with else "module",
+                        "entry": names[0],
+                    },
+                    location=ctx.config_location(key),
+                    evidence={
+                        "model": "draft",
+                        "construction_prefix": d.prefix,
+                        "compared_names": names,
+                        "unloaded_params": sorted(
+                            f"{module}.{leaf}" for leaf in own if f"{module}.{leaf}" not in loaded
+                        ),
+                        "shared_after_loading": {p: t for p, t in wiring.shared.items() if p.startswith(module + ".")},
+                        "knowledge": {k: entry[k] for k in ("id", "vllm", "raiser", "source") if k in entry},
+                        "on_disk_candidates": [
+                            t
+                            for t in ctx.inventory.tensors
+                            if re.search(r"(^|\.)(lm_head|shared_head\.head|head)\.weight$", t)
+                        ][:6],
+                    },
+                    # A tensor that failed to load into it (a BF16 head into NVFP4: MTP002) stops
+                    # vLLM first; otherwise an exclusion entry meant for it and dead is the cause.
+                    because=[
+                        Cause("quant-mismatch", ("draft", module), ancestors=True),
+                        Cause("exclusion-missed", ("draft", d.prefix)),
+                        Cause("mtp-exclusion"),
+                    ],
+                    basis="knowledge",
+                )
+            )
     return hits

@@ -50,8 +50,9 @@ FIXES: dict[str, Fix] = {
         ),
         Fix(
             ignore_mtp_block.ID,
-            ("MTP002",),
-            "exclude the draft modules vLLM builds quantized but the checkpoint stores unquantized",
+            ("MTP002", "MTP018"),
+            "exclude the draft modules vLLM builds quantized but the checkpoint stores unquantized, or does not "
+            "store at all where the proposer shares the target's (an MTP head)",
             ignore_mtp_block.plan,
         ),
         Fix(

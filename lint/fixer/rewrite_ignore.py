@@ -22,7 +22,7 @@ def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
     from ..checks.context import Context
-    from ..checks.exclusion_entries import ModuleNames, ondisk_modules_meant, runtime_prefixes_for
+    from ..checks.exclusion_entries import ModuleNames, ondisk_modules_meant, runtime_prefixes_meant
     from .exclusion_list import exclusion_list, feeders, runtime_entries
 
     # Entries of a list compared with on-disk block names (evidence.vllm_compares) are
@@ -49,7 +49,7 @@ def plan(
     written = report.exclusions[0].as_written if report.exclusions else {}
     for f in dead:
         entry = written.get(f.key, f.key)
-        wanted = runtime_prefixes_for(ctx, ondisk_modules_meant(entry, modules))
+        wanted = runtime_prefixes_meant(ctx, entry, ondisk_modules_meant(entry, modules))
         entries, notes = runtime_entries(ctx, lst, wanted, feed, collapse=True)
         # Replaced: everything the entry meant is (or will be) excluded by runtime names.
         replaced = bool(wanted) and not notes
