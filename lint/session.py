@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .draft import load_draft
 from .errors import BadInput
 from .findings import Finding, RunResult
 from .inventory.model import Inventory
@@ -91,6 +92,7 @@ def _lint(
     if progress:
         progress(f"inventory: {len(inventory.tensors):,} tensors in {len(inventory.shards)} shards")
     check_config(inventory)  # before vLLM sees it: bad values and absurd sizes are exit 2
+    draft = load_draft(s, _header_progress(Path(s.get("draft") or ""), progress))
     target = probe_target(s, interpreter_path(s.get("vllm_python")))  # provisions --vllm-commit X on first use
     python = target.python
     identity = vllm_identity(python)
@@ -119,6 +121,8 @@ def _lint(
         elide=not s.get("no_elision"),
         trust_remote_code=bool(s.get("trust_remote_code")),
         memory_limit=memory_limit,
+        speculative={"method": draft[1]} if draft else {},
+        draft_inventory=draft[0] if draft else None,
     )
     report = run_probe(
         inventory, request, identity=identity, use_cache=not (fresh or s.get("no_cache")), progress=progress
@@ -136,6 +140,11 @@ def _lint(
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "patches": request.patches,
     }
+    if draft:
+        # The draft is the checkpoint linted: findings name its files.
+        target_name = inputs["path"]
+        path, inventory = Path(s["draft"]), draft[0]
+        inputs = {**inputs, "path": inventory.origin or str(path), "target": target_name, "method": draft[1]}
     findings, evaluated = judge(path, inventory, report, inputs, request, s)
     return Linted(inventory, report, findings, evaluated, inputs, request)
 
@@ -171,6 +180,10 @@ def judge(
         inventory, report, inputs, select=s.get("select"), ignore=s.get("ignore"), recommend=recommend
     )
     for f in findings:
+        if inputs.get("target"):
+            # The fixes rewrite a checkpoint linted on its own and patch vLLM's MTP drafts:
+            # neither applies to a separate draft (its re-lint would lose the target).
+            f.fixes.patches, f.fixes.artifact = [], []
         if f.fixes.patches:
             f.fixes.serve = serve_command(inputs.get("path") or path, request, f.fixes.patches)
     return findings, evaluated
