@@ -206,8 +206,21 @@ def build(request: dict[str, Any]) -> Built:
                 raise
             except Exception as exc:
                 built.errors["draft"] = _error_record(exc)
+    if request.get("speculative"):
+        _drop_replaced(built)
     _attach_module_paths(built)
     return built
+
+
+def _drop_replaced(built: Built) -> None:
+    """Decisions for draft layers construction replaced: EAGLE3's decoder layer builds its
+    parent's `qkv_proj` and then a wider one in its place (vLLM 0.33.0 llama_eagle3.py), and
+    only the one in the model is loaded and run. (Kept for MTP drafts, whose recorded reports
+    predate this.)"""
+    if built.draft is None:
+        return
+    live = {id(m) for _, m in built.draft.named_modules()}
+    built.decisions = [d for d in built.decisions if d.model != "draft" or d.layer is None or id(d.layer) in live]
 
 
 @contextlib.contextmanager
