@@ -93,6 +93,8 @@ def _lint(
         progress(f"inventory: {len(inventory.tensors):,} tensors in {len(inventory.shards)} shards")
     check_config(inventory)  # before vLLM sees it: bad values and absurd sizes are exit 2
     draft = load_draft(s, _header_progress(Path(s.get("draft") or ""), progress))
+    if draft:
+        check_config(draft[0])  # the draft's bad values name its own config.json
     target = probe_target(s, interpreter_path(s.get("vllm_python")))  # provisions --vllm-commit X on first use
     python = target.python
     identity = vllm_identity(python)

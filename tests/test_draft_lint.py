@@ -82,6 +82,14 @@ def test_method_unreadable_from_the_architectures(target, tmp_path):
     assert_bad_input(run(str(target), "--draft", str(d)), "config.json", "pass --method")
 
 
+def test_a_value_vllm_cannot_take_names_the_draft_config(target, tmp_path):
+    d = _draft_dir(tmp_path, ["LlamaForCausalLMEagle3"])
+    (d / "config.json").write_text(
+        json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_attention_heads": "32"})
+    )
+    assert_bad_input(run(str(target), "--draft", str(d)), f"{d}/config.json", "num_attention_heads")
+
+
 def test_draft_with_several_targets(target):
     assert_bad_input(run(str(target), str(target), "--draft", str(target)), "one PATH")
 
