@@ -202,7 +202,8 @@ def checked_report(given: str, s: dict[str, Any], linted: Any, result: Any) -> C
     summary = bool(os.environ.get("GITHUB_STEP_SUMMARY"))
     modules = draft_modules(linted.inventory, linted.report, result.findings) if full or summary else None
     # A hub repository's inputs path is hf://ORG/NAME@COMMIT: its files are named from there, not a repo root.
-    where = linted.inventory.origin or given
+    # With --draft the files named are the draft's: its repository root, not the target's.
+    where = linted.inventory.origin or s.get("draft") or given
     uri_prefix = repo_prefix(where, s.get("repo_root")) if {"sarif", "github"} & formats else ""
     return Checked(given, result, uri_prefix, modules, s["fail_on"])
 

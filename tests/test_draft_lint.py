@@ -135,6 +135,13 @@ def test_draft_built_with_the_target_quant_config(target):
     assert text.returncode == 1
     assert f"{draft.name}/model.safetensors: MTP002" in text.stdout  # the draft's shard, not the target's
     assert "mtplint fix" not in text.stdout
+    sarif = run(str(target), "--draft", str(draft), "-q", "--format", "sarif", "--repo-root", str(draft.parent))
+    uris = {
+        loc["physicalLocation"]["artifactLocation"]["uri"]
+        for r in json.loads(sarif.stdout)["runs"][0]["results"]
+        for loc in r["locations"]
+    }
+    assert uris == {f"{draft.name}/model.safetensors", f"{draft.name}/config.json"}
 
 
 @pytest.mark.probe
