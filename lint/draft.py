@@ -42,10 +42,11 @@ def load_draft(s: dict[str, Any], progress: Any = None) -> tuple[Inventory, str]
 
 def method_for(inventory: Inventory, given: str | None) -> str:
     """The method vLLM is asked for: as given, else read off the draft's architectures (the
-    registry names EAGLE3 heads `*Eagle3*`, EAGLE ones `Eagle*`); a given method that the
-    architectures contradict is bad input."""
+    registry names EAGLE3 heads `*Eagle3*`, EAGLE ones `Eagle*`, MTP heads `*MTP*`) or an
+    assistant's model_type; a given method that they contradict is bad input."""
     archs = [a for a in inventory.config.get("architectures") or [] if isinstance(a, str)]
-    named = _named_method(archs)
+    model_type = inventory.config.get("model_type")
+    named = _named_method(archs, model_type if isinstance(model_type, str) else "")
     where = _config_name(inventory)
     if given:
         if named is not None and named != given:
@@ -63,13 +64,15 @@ def method_for(inventory: Inventory, given: str | None) -> str:
     return named
 
 
-def _named_method(archs: list[str]) -> str | None:
+def _named_method(archs: list[str], model_type: str) -> str | None:
     lowered = [a.lower() for a in archs]
     if any("eagle3" in a for a in lowered):
         return "eagle3"
     if any("eagle" in a for a in lowered):
         return "eagle"
-    if any("mtp" in a for a in lowered):
+    # MTP heads and assistants (Gemma4AssistantForCausalLM, model_type gemma4_assistant, which
+    # vLLM rewrites to its `gemma4_mtp` MTP type).
+    if any("mtp" in a or "assistant" in a for a in lowered) or "mtp" in model_type or model_type.endswith("_assistant"):
         return "mtp"
     return None
 

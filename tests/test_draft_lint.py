@@ -99,6 +99,25 @@ def test_unknown_method_is_a_usage_error(target):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "--method" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("architectures", "model_type", "method"),
+    [
+        (["LlamaForCausalLMEagle3"], "llama", "eagle3"),
+        (["Eagle3Qwen3ForCausalLM"], "qwen3", "eagle3"),
+        (["EagleLlamaForCausalLM"], "llama", "eagle"),
+        (["Gemma4AssistantForCausalLM"], "gemma4_assistant", "mtp"),
+        ([], "gemma4_unified_assistant", "mtp"),
+    ],
+)
+def test_method_read_from_the_draft_config(tmp_path, architectures, model_type, method):
+    from mtplint.draft import method_for
+    from mtplint.inventory.checkpoint import load_inventory
+
+    d = _draft_dir(tmp_path, architectures)
+    (d / "config.json").write_text(json.dumps({"architectures": architectures, "model_type": model_type}))
+    assert method_for(load_inventory(d), None) == method
+
+
 # --- the real probe -------------------------------------------------------------------------
 
 
