@@ -47,6 +47,8 @@ def method_for(inventory: Inventory, given: str | None) -> str:
     archs = [a for a in inventory.config.get("architectures") or [] if isinstance(a, str)]
     model_type = inventory.config.get("model_type")
     named = _named_method(archs, model_type if isinstance(model_type, str) else "")
+    if named is None and given is None:
+        named = _named_by_path(inventory.origin or str(inventory.root))
     where = _config_name(inventory)
     if given:
         if named is not None and named != given:
@@ -74,6 +76,17 @@ def _named_method(archs: list[str], model_type: str) -> str | None:
     # vLLM rewrites to its `gemma4_mtp` MTP type).
     if any("mtp" in a or "assistant" in a for a in lowered) or "mtp" in model_type or model_type.endswith("_assistant"):
         return "mtp"
+    return None
+
+
+def _named_by_path(where: str) -> str | None:
+    """vLLM's own guess for a plain-Llama EAGLE head, from the model's name
+    (yuhuili/EAGLE-LLaMA3-Instruct-8B, AngelSlim/Qwen3-8B_eagle3: vllm/config/speculative.py)."""
+    name = where.rstrip("/").rsplit("/", 1)[-1].split("@", 1)[0].lower()
+    if "eagle-" in name:
+        return "eagle"
+    if "eagle3" in name:
+        return "eagle3"
     return None
 
 

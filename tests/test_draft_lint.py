@@ -118,6 +118,14 @@ def test_method_read_from_the_draft_config(tmp_path, architectures, model_type, 
     assert method_for(load_inventory(d), None) == method
 
 
+def test_method_of_a_plain_llama_head_read_from_its_name_as_vllm_does(tmp_path):
+    from mtplint.draft import method_for
+    from mtplint.inventory.checkpoint import load_inventory
+
+    d = _draft_dir(tmp_path, ["LlamaForCausalLM"]).rename(tmp_path / "EAGLE-LLaMA3-Instruct-8B")
+    assert method_for(load_inventory(d), None) == "eagle"
+
+
 # --- the real probe -------------------------------------------------------------------------
 
 
