@@ -246,7 +246,10 @@ def _parameters_only(load: Any) -> Any:
     linted on its own, and would be read as the draft's."""
     from .report import LoadResult
 
-    return LoadResult(loaded_params=load.loaded_params, params_loaded_by_loader=load.params_loaded_by_loader)
+    # Both kinds of "filled" as loaded parameters: the weight flow credits shared target
+    # parameters from `loaded_params` once the tensors are gone (not every load_weights() returns them).
+    filled = sorted(set(load.loaded_params) | set(load.params_loaded_by_loader))
+    return LoadResult(loaded_params=filled, params_loaded_by_loader=load.params_loaded_by_loader)
 
 
 def _plain_linears(built: Any, draft_only: bool) -> list[tuple[str, str]]:
