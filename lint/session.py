@@ -26,6 +26,8 @@ class Linted:
     evaluated: list[Any]
     inputs: dict[str, Any]
     request: Any
+    # The PATH's own inventory where it is not the one linted (--draft: the target's).
+    path_inventory: Inventory | None = None
 
     def result(self) -> RunResult:
         """What the reporters render."""
@@ -142,13 +144,14 @@ def _lint(
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "patches": request.patches,
     }
+    target_inventory = inventory
     if draft:
         # The draft is the checkpoint linted: findings name its files.
         target_name = inputs["path"]
         path, inventory = Path(s["draft"]), draft[0]
         inputs = {**inputs, "path": inventory.origin or str(path), "target": target_name, "method": draft[1]}
     findings, evaluated = judge(path, inventory, report, inputs, request, s)
-    return Linted(inventory, report, findings, evaluated, inputs, request)
+    return Linted(inventory, report, findings, evaluated, inputs, request, target_inventory)
 
 
 def _header_progress(path: Path, progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:

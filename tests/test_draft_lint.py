@@ -186,3 +186,15 @@ def test_draft_on_the_hub_reads_as_the_local_one(target, tmp_path):
         (f["id"], f["message"], f["location"]) for f in local["findings"]
     ]
     assert_bad_input(missing, "org/nope")
+
+
+@pytest.mark.probe
+def test_matrix_of_a_draft(target):
+    draft = cached_build(TARGET_QUANT)
+    proc = run("matrix", str(target), "--draft", str(draft), "-n", "1,2", "--format", "json", "-q")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    cells = json.loads(proc.stdout)["cells"]
+    assert [c["inputs"]["num_speculative_tokens"] for c in cells] == [1, 2]
+    for cell in cells:
+        assert cell["inputs"]["path"] == str(draft) and cell["inputs"]["method"] == "eagle3"
+        assert sorted({f["code"] for f in cell["findings"]}) == ["MTP002", "MTP005"]
