@@ -16,6 +16,8 @@ import click
 from . import __version__
 from .cli_options import probe_options
 from .color import COLOR_MODES
+from .draft import METHODS
+from .draft import check_usage as check_draft_usage
 from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
 from .exit_guard import guarded
 from .findings import SEVERITY_RANK
@@ -86,15 +88,33 @@ def main() -> None:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Repository root that SARIF and GitHub annotation paths are relative to [git top level of PATH].",
 )
+@click.option(
+    "--draft",
+    metavar="PATH",
+    help="A draft served from its own checkpoint (directory or hf://ORG/NAME[@REVISION]): lint it as "
+    "vLLM builds it for the target PATH (--speculative-config model).",
+)
+@click.option(
+    "--method",
+    type=click.Choice(METHODS),
+    help="Speculative method of --draft [read from its architectures].",
+)
 @probe_options
 def check_cmd(path: tuple[str, ...], **opts: Any) -> None:
     """Lint each PATH (a checkpoint directory or hf://ORG/NAME[@REVISION]) against the probed
     vLLM. Several PATHs give one report per --format and exit with the worst code."""
+    if len(path) > 1 and (opts.get("draft") or opts.get("method")):
+        sys.exit(guarded(lambda: _draft_with_many(opts, len(path)), bool(opts.get("debug"))))
     if len(path) == 1:
         sys.exit(run_check(Path(path[0]), opts))
     from .check_many import run_check_many
 
     sys.exit(run_check_many(list(path), opts))
+
+
+def _draft_with_many(opts: dict[str, Any], paths: int) -> int:
+    check_draft_usage(opts, paths)  # raises: a draft belongs to one target
+    return EXIT_BAD_INPUT
 
 
 def run_check(path: Path, opts: dict[str, Any]) -> int:
@@ -112,6 +132,7 @@ def usable_settings(path: Path, opts: dict[str, Any], *, announce: bool = True) 
     s = load_and_announce(path, opts) if announce else load_settings(path, opts)
     rules = load_rules()
     check_settings(s, rules, {c: r.name for c, r in rules.items()})
+    check_draft_usage(s, 1)
     check_outputs(list(s["formats"] or ["text"]), list(s["outputs"]))
     return s
 
@@ -181,7 +202,8 @@ def checked_report(given: str, s: dict[str, Any], linted: Any, result: Any) -> C
     summary = bool(os.environ.get("GITHUB_STEP_SUMMARY"))
     modules = draft_modules(linted.inventory, linted.report, result.findings) if full or summary else None
     # A hub repository's inputs path is hf://ORG/NAME@COMMIT: its files are named from there, not a repo root.
-    where = linted.inventory.origin or given
+    # With --draft the files named are the draft's: its repository root, not the target's.
+    where = linted.inventory.origin or s.get("draft") or given
     uri_prefix = repo_prefix(where, s.get("repo_root")) if {"sarif", "github"} & formats else ""
     return Checked(given, result, uri_prefix, modules, s["fail_on"])
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .draft import load_draft
 from .errors import BadInput
 from .findings import Finding, RunResult
 from .inventory.model import Inventory
@@ -25,6 +26,8 @@ class Linted:
     evaluated: list[Any]
     inputs: dict[str, Any]
     request: Any
+    # The PATH's own inventory where it is not the one linted (--draft: the target's).
+    path_inventory: Inventory | None = None
 
     def result(self) -> RunResult:
         """What the reporters render."""
@@ -91,6 +94,9 @@ def _lint(
     if progress:
         progress(f"inventory: {len(inventory.tensors):,} tensors in {len(inventory.shards)} shards")
     check_config(inventory)  # before vLLM sees it: bad values and absurd sizes are exit 2
+    draft = load_draft(s, _header_progress(Path(s.get("draft") or ""), progress))
+    if draft:
+        check_config(draft[0])  # the draft's bad values name its own config.json
     target = probe_target(s, interpreter_path(s.get("vllm_python")))  # provisions --vllm-commit X on first use
     python = target.python
     identity = vllm_identity(python)
@@ -119,6 +125,8 @@ def _lint(
         elide=not s.get("no_elision"),
         trust_remote_code=bool(s.get("trust_remote_code")),
         memory_limit=memory_limit,
+        speculative={"method": draft[1]} if draft else {},
+        draft_inventory=draft[0] if draft else None,
     )
     report = run_probe(
         inventory, request, identity=identity, use_cache=not (fresh or s.get("no_cache")), progress=progress
@@ -136,8 +144,14 @@ def _lint(
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "patches": request.patches,
     }
+    target_inventory = inventory
+    if draft:
+        # The draft is the checkpoint linted: findings name its files.
+        target_name = inputs["path"]
+        path, inventory = Path(s["draft"]), draft[0]
+        inputs = {**inputs, "path": inventory.origin or str(path), "target": target_name, "method": draft[1]}
     findings, evaluated = judge(path, inventory, report, inputs, request, s)
-    return Linted(inventory, report, findings, evaluated, inputs, request)
+    return Linted(inventory, report, findings, evaluated, inputs, request, target_inventory)
 
 
 def _header_progress(path: Path, progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:
@@ -171,6 +185,10 @@ def judge(
         inventory, report, inputs, select=s.get("select"), ignore=s.get("ignore"), recommend=recommend
     )
     for f in findings:
+        if inputs.get("target"):
+            # The fixes rewrite a checkpoint linted on its own and patch vLLM's MTP drafts:
+            # neither applies to a separate draft (its re-lint would lose the target).
+            f.fixes.patches, f.fixes.artifact = [], []
         if f.fixes.patches:
             f.fixes.serve = serve_command(inputs.get("path") or path, request, f.fixes.patches)
     return findings, evaluated

@@ -41,6 +41,8 @@ DEFAULTS: dict[str, Any] = {
     "vllm_python": None,
     "vllm_source": None,
     "suppress": (),
+    "draft": None,  # command line only: a separate draft checkpoint (lint/draft.py)
+    "method": None,
 }
 FILE_KEYS = {
     "num-speculative-tokens": "num_speculative_tokens",

@@ -24,6 +24,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from recorded_cases import (  # noqa: E402
     PINNED_VLLM,
+    draft_args,
     load_cases,
     normalize,
     read_recorded,
@@ -42,7 +43,8 @@ def probe_case(case: dict[str, Any]) -> dict[str, Any]:
     from mtplint.settings import load_settings
 
     path = cached_build(case["recipe"])
-    args = [str(path), *case["args"], *vllm_python_args(case.get("vllm", PINNED_VLLM)), "-q", "--no-cache"]
+    args = [str(path), *case["args"], *draft_args(case), *vllm_python_args(case.get("vllm", PINNED_VLLM))]
+    args += ["-q", "--no-cache"]
     params = dict(check_cmd.make_context("check", args).params)
     params.pop("path")
     settings = load_settings(path, params)
@@ -51,7 +53,8 @@ def probe_case(case: dict[str, Any]) -> dict[str, Any]:
         "case": case["id"],
         "recipe": case["recipe"],
         "args": case["args"],
-        "inputs": {**linted.inputs, "path": None},
+        # Paths are this machine's build directories: the fast tier fills them in again.
+        "inputs": {**linted.inputs, "path": None, **({"target": None} if "target" in linted.inputs else {})},
         "report": normalize(linted.report.to_json()),
     }
 

@@ -2,7 +2,8 @@
 and `make record` (scripts/record_reports.py).
 
 A case (tests/cases/*.toml) lints one fixture recipe with some arguments and states which
-rules fire and which stay silent. Its recorded report is what the real vLLM probe wrote for
+rules fire and which stay silent; a case with `draft_recipe` lints that recipe as a separate
+draft of the target `recipe` (`mtplint TARGET --draft DRAFT`). Its recorded report is what the real vLLM probe wrote for
 it (tests/recorded/<case id>.json.xz), so the fast tier can run every case's checks
 in-process without importing vLLM; a drift test re-probes a sample and compares.
 """
@@ -61,6 +62,16 @@ def vllm_python_args(version: str) -> list[str]:
     """The options that probe another vLLM release than the pin: provisioned into the
     environment store on first use (lint/envs/), like any user's `--vllm-commit`."""
     return [] if version == PINNED_VLLM else ["--vllm-commit", version]
+
+
+def draft_args(case: dict[str, Any]) -> list[str]:
+    """`--draft DIR` for a case that lints a separate draft (`draft_recipe`) against its target
+    (`recipe`), as `mtplint TARGET --draft DRAFT` does; nothing for any other case."""
+    if not case.get("draft_recipe"):
+        return []
+    from fixtures.build import cached_build
+
+    return ["--draft", str(cached_build(case["draft_recipe"]))]
 
 
 def release_env(version: str) -> Path:

@@ -16,6 +16,7 @@ def _attribution() -> _Attribution:
     a = _Attribution.__new__(_Attribution)
     a._current, a.current_fed, a.failed_param = None, False, None
     a.fed, a.held_back, a.params_loaded_by_loader, a._restore, a._held = {}, {}, set(), [], {}
+    a._names, a.failed_tensor, a._in_loader = {}, None, 0
     return a
 
 
@@ -54,3 +55,17 @@ def test_a_mapper_drop_belongs_to_the_tensor_fed_only_when_it_names_the_same_ten
     assert _same_tensor("language_model.model.layers.3.mlp.experts.7.down_proj.g_idx", tensor)
     assert not _same_tensor("language_model.model.layers.3.mlp.experts.8.down_proj.g_idx", tensor)
     assert not _same_tensor("language_model.model.layers.3.mlp.experts.7.down_proj.qweight", tensor)
+
+
+def test_a_tensor_loaded_after_the_feed_ended_is_credited_by_identity():
+    """EAGLE3's load_weights takes every tensor into a dict before loading any: its loaders run
+    with no current tensor, and the tensor a loader is given (or a view of it) says which it is."""
+    a = _attribution()
+    fc, norm = a.hand_out("fc.weight", _meta()), a.hand_out("norm.weight", _meta())
+    params = {n: torch.nn.Parameter(torch.empty((4, 4), device="meta"), requires_grad=False) for n in ("fc", "norm")}
+    for name, p in params.items():
+        a._wrap(p, f"model.{name}.weight", lambda param, weight: None, had_own=True)
+    a.current = None
+    params["norm"].weight_loader(params["norm"], norm)
+    params["fc"].weight_loader(params["fc"], fc.view(16))
+    assert a.fed == {"norm.weight": ["model.norm.weight"], "fc.weight": ["model.fc.weight"]}

@@ -3,7 +3,9 @@ cannot claim a load the lint contradicts.
 
 The recipe is linted as `mtplint RECIPE` (pinned vLLM, h100, N=1, TP1; plus the recipe's own
 `args`) from the recorded probe report of the case that lints it that way (tests/cases/: the
-rule cases, clean.toml for official layouts, recipes.toml for the rest)."""
+rule cases, clean.toml for official layouts, recipes.toml for the rest). A separate draft
+(`target = T`) is linted as `mtplint T --draft RECIPE`, and a target of separate drafts
+(`draft = D`) as `mtplint RECIPE --draft D` (tests/cases/draft.toml)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 RECIPES_DIR = ROOT / "fixtures" / "recipes"
 # [expect] keys this test reads; the others (catalog, vllm_error, notes) are documentation.
-CHECKED = {"loads", "official", "fires", "args"}
+CHECKED = {"loads", "official", "fires", "args", "target", "draft"}
 
 
 def _expectations() -> list[tuple[str, dict]]:
@@ -35,13 +37,18 @@ EXPECTATIONS = _expectations()
 CASES = load_cases()
 
 
-def _default_case(recipe: str, args: list[str]) -> dict | None:
+def _default_case(recipe: str, args: list[str], expect: dict | None = None) -> dict | None:
     """The rule case that lints `recipe` with exactly `args` on the pinned vLLM (a recorded one
-    first: several cases may lint a recipe the same way, each recorded on its own)."""
+    first: several cases may lint a recipe the same way, each recorded on its own); a separate
+    draft with its `target`, a target with its `draft`."""
+    expect = expect or {}
+    pair = (expect["target"], recipe) if expect.get("target") else (recipe, expect.get("draft"))
     same = [
         case
         for case in CASES
-        if case["recipe"] == recipe and case["args"] == args and case.get("vllm", PINNED_VLLM) == PINNED_VLLM
+        if (case["recipe"], case.get("draft_recipe")) == pair
+        and case["args"] == args
+        and case.get("vllm", PINNED_VLLM) == PINNED_VLLM
     ]
     return next((c for c in same if recorded_path(c["id"]).is_file()), same[0] if same else None)
 
@@ -57,10 +64,11 @@ def test_recipes_state_what_they_expect():
 @pytest.mark.parametrize(("recipe", "expect"), EXPECTATIONS, ids=[r for r, _ in EXPECTATIONS])
 def test_recipe_expectation(recipe: str, expect: dict):
     args = expect.get("args", [])
-    case = _default_case(recipe, args)
+    case = _default_case(recipe, args, expect)
     assert case is not None, (
         f"no case lints {recipe} with args {args} on vLLM {PINNED_VLLM}: add one to tests/cases/ "
-        f"(clean.toml for an official layout, recipes.toml otherwise) and record it"
+        f"(clean.toml for an official layout, recipes.toml otherwise, draft.toml for a separate draft) "
+        f"and record it"
     )
     _rc, report = lint_recorded(case)
     errors = sorted({f["code"] for f in report["findings"] if f["severity"] == "error"})
@@ -87,6 +95,6 @@ def test_the_check_reads_what_the_readme_documents():
 
 def test_a_contradicted_recipe_fails():
     """The check can fail: a recipe whose lint has errors, claimed to load."""
-    recipe, expect = next((r, e) for r, e in EXPECTATIONS if not e["loads"] and _default_case(r, e.get("args", [])))
+    recipe, expect = next((r, e) for r, e in EXPECTATIONS if not e["loads"] and _default_case(r, e.get("args", []), e))
     with pytest.raises(AssertionError, match="says it loads"):
         test_recipe_expectation(recipe, {**expect, "loads": True})

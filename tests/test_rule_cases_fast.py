@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from recorded_cases import PINNED_VLLM, assert_case, load_cases, read_recorded, recorded_path
+from recorded_cases import PINNED_VLLM, assert_case, draft_args, load_cases, read_recorded, recorded_path
 
 from fixtures.build import cached_build
 
@@ -47,13 +47,16 @@ def _lint_recorded(case_id: str, case_json: str) -> tuple[int, dict]:
     record = read_recorded(case["id"])
     assert record is not None, f"no recorded report for {case['id']}: run `make record`"
     path = _built(case["recipe"])
-    params = dict(check_cmd.make_context("check", [str(path), *case["args"]]).params)
+    params = dict(check_cmd.make_context("check", [str(path), *case["args"], *draft_args(case)]).params)
     params.pop("path")
     settings = load_settings(path, params)
     report = ProbeReport.from_json(record["report"])
     request = ProbeRequest.replaying(report.request)
-    inventory = load_inventory(path)
     inputs = {**record["inputs"], "path": str(path)}
+    if case.get("draft_recipe"):  # the draft is the checkpoint linted, as in session.lint
+        inputs = {**inputs, "target": str(path), "path": settings["draft"]}
+        path = Path(settings["draft"])
+    inventory = load_inventory(path)
     findings, evaluated = judge(path, inventory, report, inputs, request, settings)
     linted = Linted(inventory, report, findings, evaluated, inputs, request)
     worst = max((SEVERITY_RANK[f.severity] for f in findings), default=-1)

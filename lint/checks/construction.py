@@ -46,6 +46,12 @@ def tp_block_divisibility(ctx: Context, options: None) -> list[Hit]:
 _UNMATCHED_LAYER = re.compile(r"Unable to find matching target for (\S*) in the compressed-tensors config")
 
 
+def _no_mtp_family(ctx: Context, message: str) -> bool:
+    """vLLM asked for the target's own MTP block where its architecture has none (Llama, a
+    target of separate EAGLE drafts): `Unsupported speculative method: 'mtp'`."""
+    return "Unsupported speculative method: 'mtp'" in message and not ctx.inputs.get("target")
+
+
 @check(fields=("failed", "model", "error_type", "error", "frame", "module"))
 def construction_failed(ctx: Context, options: None) -> list[Hit]:
     hits = []
@@ -60,6 +66,11 @@ def construction_failed(ctx: Context, options: None) -> list[Hit]:
             if model == "config"
             else f"vLLM cannot construct the {model} model"
         )
+        if model == "config" and _no_mtp_family(ctx, err.message):
+            failed = (
+                "vLLM's config validation rejects these inputs (no model was built; the architecture has no "
+                "MTP draft in this vLLM: lint a draft shipped as its own checkpoint with `--draft PATH`)"
+            )
         hits.append(
             Hit(
                 key=model,

@@ -17,6 +17,9 @@ from .context import Cause, Context, Hit, frame_json
 class UnconsumedOptions:
     mtp_markers: list[str] = field(default_factory=lambda: ["mtp"])  # an MTP-looking group explains empty draft params
     group_depth: int = 3  # name components a group keeps (layer indices generalized)
+    # Draft class -> tensor names its load_weights() skips by name on purpose (no mapper is
+    # involved, so the probe cannot tell them from an oversight): knowledge read off vLLM.
+    skipped_by_design: dict[str, list[str]] = field(default_factory=dict)
 
 
 @check(fields=("count", "prefix", "example"), options=UnconsumedOptions)
@@ -37,6 +40,7 @@ def tensors_consumed_by_nothing(ctx: Context, options: UnconsumedOptions) -> lis
     for model in MODELS:
         consumed.update(ctx.load(model).held_back)  # read once their partner arrived
     consumed.update(_discarded_by_design(ctx))
+    consumed.update(_skipped_by_draft_class(ctx, options.skipped_by_design))
     unconsumed = [t for t in ctx.inventory.tensors if t not in consumed and not _beyond_built_draft(ctx, t)]
     if not unconsumed:
         return []
@@ -81,6 +85,15 @@ def _discarded_by_design(ctx: Context) -> set[str]:
     out = set(ctx.load("draft").discarded)
     out.update(t for t in ctx.load("target").discarded if not mtp_layout.is_mtp_name(t, n_hidden))
     return out
+
+
+def _skipped_by_draft_class(ctx: Context, table: dict[str, list[str]]) -> set[str]:
+    """Tensors the draft's own load_weights() passes over by name (EAGLE3's `t2d`, a mask the
+    draft derives from `d2t` instead: `if "t2d" in name: continue`)."""
+    draft = ctx.report.models.get("draft")
+    cls = (draft.model_class or "").rsplit(".", 1)[-1] if draft is not None else ""
+    names = table.get(cls, [])
+    return {t for t in ctx.inventory.tensors if t in names or t.rsplit(".", 1)[-1] in names}
 
 
 def _draft_depth_fed(ctx: Context) -> int | None:

@@ -53,8 +53,10 @@ def run_matrix(
         if progress:
             progress("cell " + " ".join(f"{k}={v}" for k, v in combo.items() if v is not None))
         linted = lint(path, cell_settings, inventory)
-        inventory = linted.inventory
+        inventory = linted.path_inventory or linted.inventory
         result = linted.result()
+        if "target" in result.inputs:
+            s = {**s, "draft": result.inputs["path"]}  # --draft: its hub revision resolved once too
         cells.append(
             Cell(
                 vllm=dict(result.vllm),

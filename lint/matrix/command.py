@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from ..draft import METHODS
+from ..draft import check_usage as check_draft_usage
 from ..errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from ..exit_guard import guarded
 from ..progress import progress_reporter
@@ -44,6 +46,10 @@ def _list(value: str | None, kind: type = str) -> list[Any] | None:
 @click.option("--probe-timeout", type=float, help="Seconds before one cell's probe is killed [600].")
 @click.option("--no-cache", is_flag=True, help="Probe every cell again.")
 @click.option("--trust-remote-code", is_flag=True, help="Let the probe run the checkpoint's configuration code.")
+@click.option(
+    "--draft", metavar="PATH", help="A draft served from its own checkpoint, linted against PATH in every cell."
+)
+@click.option("--method", type=click.Choice(METHODS), help="Speculative method of --draft [read from the draft].")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 @click.option("--debug", is_flag=True, help="Show tracebacks and the probe's stderr tail.")
 def matrix_cmd(path: Path, **opts: Any) -> None:
@@ -65,6 +71,7 @@ def _matrix(path: Path, opts: dict[str, Any]) -> int:
         "tp": _list(opts.pop("tp_axis"), int),
     }
     s = load_and_announce(path, opts)
+    check_draft_usage(s, 1)
     defaults = {"vllm": s.get("vllm_commit"), "n": s["num_speculative_tokens"], "gpu": s.get("gpu")}
     defaults["tp"] = s["tensor_parallel_size"]
     axes = {k: v or [defaults[k]] for k, v in axes_given.items()}

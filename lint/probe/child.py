@@ -107,7 +107,7 @@ def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
     timings["import"] = 0.0 if prepared else _prepare_cold(request)
     import vllm
 
-    from . import construct, dryrun, kernels, matchers, phases, runtime_shim, wiring
+    from . import construct, kernels, matchers, phases, runtime_shim, wiring
     from .patches_bridge import apply_patches
 
     report = ProbeReport(
@@ -132,6 +132,7 @@ def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
         report.config_error = error_record(exc)
         return report
     timings["construct"] = time.perf_counter() - t
+    separate = bool(request.get("speculative"))  # a draft from its own checkpoint (--draft)
     hf = built.spec_config.draft_model_config.hf_config
     report.models = {
         "target": ModelInfo(
@@ -156,26 +157,16 @@ def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
         config_class=type(built.vllm_config.quant_config).__name__
         if built.vllm_config.quant_config is not None
         else None,
-        draft_method=getattr(built.spec_config, "quantization", None),
+        draft_method=getattr(built.spec_config, "quantization", None)
+        or (built.spec_config.draft_model_config.quantization if separate else None),
     )
     report.construction_errors = built.errors
     report.decisions = [d.to_report() for d in built.decisions]
     report.params = {"target": _params(built.target), "draft": _params(built.draft)}
 
-    with open(request["tensors_file"]) as f:
-        tensors = [tuple(t) for t in json.load(f)]
     from vllm.config import set_current_vllm_config
 
-    for name, model in (("target", built.target), ("draft", built.draft)):
-        if model is None:
-            continue
-        t = time.perf_counter()
-        label = "the target" if name == "target" else "the MTP draft"
-        phases.emit(f"dry-run load of {label} ({len(tensors):,} checkpoint tensors on meta)")
-        with set_current_vllm_config(built.vllm_config):
-            run = dryrun.run(model, tensors, mtp_completeness=(name == "draft"), elide=report.request.elide)
-        timings[f"load_{name}"] = time.perf_counter() - t
-        report.load[name] = run.to_report()
+    _dry_run_loads(report, built, request, separate)
 
     if built.target is not None and built.draft is not None:
         t = time.perf_counter()
@@ -184,13 +175,16 @@ def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
             report.wiring = wiring.replay(built.draft, built.target, built.vllm_config, built.spec_config)
         timings["wiring"] = time.perf_counter() - t
 
-    qc = built.vllm_config.quant_config
+    # The exclusion list of the checkpoint linted: a separate draft's own, over its layers.
+    qc = (built.draft_quant_configs or [None])[0] if separate else built.vllm_config.quant_config
+    lint_hf = built.spec_config.draft_model_config.hf_config if separate else built.vllm_config.model_config.hf_config
     if qc is not None:
         t = time.perf_counter()
         phases.emit("matching exclusion entries with vLLM's own matchers")
-        layers = [(d.model, d.prefix, d.layer) for d in built.decisions if d.layer is not None]
+        decisions = [d for d in built.decisions if not separate or d.model == "draft"]
+        layers = [(d.model, d.prefix, d.layer) for d in decisions if d.layer is not None]
         seen = {(m, p) for m, p, _ in layers}
-        layers += [(m, p, None) for m, p in built.prefixes if (m, p) not in seen]
+        layers += [(m, p, None) for m, p in built.prefixes if (m, p) not in seen and (not separate or m == "draft")]
         original = getattr(qc, "_mtplint_original_get_quant_method", qc.get_quant_method)
         models_of: dict[str, set[str]] = {}
         for d in built.decisions:
@@ -204,12 +198,10 @@ def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
 
         compared = {(d.model, d.prefix): d.compared for d in built.decisions if d.compared}
         report.exclusions = matchers.match_entries(
-            qc, original, layers, consultations, model_of, compared, _plain_linears(built)
+            qc, original, layers, consultations, model_of, compared, _plain_linears(built, separate)
         )
         first = report.exclusions[0]
-        first.as_written = matchers.as_written(
-            first, getattr(built.vllm_config.model_config.hf_config, "quantization_config", None)
-        )
+        first.as_written = matchers.as_written(first, getattr(lint_hf, "quantization_config", None))
         timings["exclusions"] = time.perf_counter() - t
     phases.emit("asking vLLM's kernel predicates")
     report.kernels = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])
@@ -220,14 +212,54 @@ def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
     return report
 
 
-def _plain_linears(built: Any) -> list[tuple[str, str]]:
+def _dry_run_loads(report: ProbeReport, built: Any, request: dict[str, Any], separate: bool) -> None:
+    """Each built model's own load_weights() over its checkpoint's tensors: a separate draft's
+    from its own checkpoint."""
+    from vllm.config import set_current_vllm_config
+
+    from . import dryrun, phases
+
+    tensors = {"target": _tensors(request["tensors_file"])}
+    tensors["draft"] = _tensors(request["draft_tensors_file"]) if separate else tensors["target"]
+    for name, model in (("target", built.target), ("draft", built.draft)):
+        if model is None:
+            continue
+        t = time.perf_counter()
+        label = "the target" if name == "target" else ("the draft" if separate else "the MTP draft")
+        phases.emit(f"dry-run load of {label} ({len(tensors[name]):,} checkpoint tensors on meta)")
+        with set_current_vllm_config(built.vllm_config):
+            run = dryrun.run(model, tensors[name], mtp_completeness=(name == "draft"), elide=report.request.elide)
+        report.timings[f"load_{name}"] = time.perf_counter() - t
+        report.load[name] = run.to_report()
+    if separate and "target" in report.load:
+        report.load["target"] = _parameters_only(report.load["target"])
+
+
+def _tensors(path: str) -> list[tuple[Any, ...]]:
+    with open(path) as f:
+        return [tuple(t) for t in json.load(f)]
+
+
+def _parameters_only(load: Any) -> Any:
+    """A separate draft's lint keeps of the target's load only which parameters were filled
+    (the draft shares some of them): its tensors and errors belong to another checkpoint,
+    linted on its own, and would be read as the draft's."""
+    from .report import LoadResult
+
+    # Both kinds of "filled" as loaded parameters: the weight flow credits shared target
+    # parameters from `loaded_params` once the tensors are gone (not every load_weights() returns them).
+    filled = sorted(set(load.loaded_params) | set(load.params_loaded_by_loader))
+    return LoadResult(loaded_params=filled, params_loaded_by_loader=load.params_loaded_by_loader)
+
+
+def _plain_linears(built: Any, draft_only: bool) -> list[tuple[str, str]]:
     """(model, module path) of every torch nn.Linear: built without asking the quant config
     (DeepSeek/GLM MTP `eh_proj`), so no exclusion entry decides it today."""
     import torch
 
     out = []
     for name, model in (("target", built.target), ("draft", built.draft)):
-        if model is not None:
+        if model is not None and not (draft_only and name == "target"):
             out += [(name, path) for path, m in model.named_modules() if type(m) is torch.nn.Linear]
     return out
 

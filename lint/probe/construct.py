@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,8 @@ class Built:
     # Every (model, prefix) a module was constructed with, including layers built without
     # asking the quant config (routers, nn.Linear-like ReplicatedLinear(quant_config=None)).
     prefixes: list[tuple[str, str]] = field(default_factory=list)
+    # The quant configs vLLM made from a separate draft's own checkpoint while building it.
+    draft_quant_configs: list[Any] = field(default_factory=list)
 
 
 def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase: list[str]) -> None:
@@ -102,11 +105,15 @@ def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
         tensor_parallel_size=request["tensor_parallel_size"],
         pipeline_parallel_size=request.get("pipeline_parallel_size", 1),
     )
+    # A separate draft gets no `quantization`: vLLM then reads the draft checkpoint's own
+    # quantization_config, as `--speculative-config '{"method": M, "model": PATH}'` does.
+    separate = request.get("speculative") or {}
     spec_config = SpeculativeConfig(
-        method="mtp",
+        method=separate.get("method", "mtp"),
         num_speculative_tokens=request["num_speculative_tokens"],
         target_model_config=model_config,
         target_parallel_config=parallel_config,
+        **({"model": request["draft_config_dir"]} if separate else {}),
     )
     extra: dict[str, Any] = {}
     if serve.get("kv_cache_dtype"):
@@ -187,18 +194,60 @@ def build(request: dict[str, Any]) -> Built:
             except Exception as exc:  # construction failures are findings (MTP009)
                 built.errors["target"] = _error_record(exc)
     phase[0] = "draft"
-    with set_current_vllm_config(draft_vllm_config):
+    own_quant = _draft_quant_configs(built, phase) if request.get("speculative") else contextlib.nullcontext()
+    with set_current_vllm_config(draft_vllm_config), own_quant:
         draft_model_config = spec_config.draft_model_config
         with set_default_torch_dtype(draft_model_config.dtype), meta_device_mode():
-            phases.emit(f"constructing the MTP draft on meta ({draft_model_config.architectures[0]})")
+            what = "draft" if request.get("speculative") else "MTP draft"
+            phases.emit(f"constructing the {what} on meta ({draft_model_config.architectures[0]})")
             try:
                 built.draft = initialize_model(vllm_config=draft_vllm_config, model_config=draft_model_config)
             except MemoryError:
                 raise
             except Exception as exc:
                 built.errors["draft"] = _error_record(exc)
+    if request.get("speculative"):
+        _drop_replaced(built)
     _attach_module_paths(built)
     return built
+
+
+def _drop_replaced(built: Built) -> None:
+    """Decisions for draft layers construction replaced: EAGLE3's decoder layer builds its
+    parent's `qkv_proj` and then a wider one in its place (vLLM 0.33.0 llama_eagle3.py), and
+    only the one in the model is loaded and run. (Kept for MTP drafts, whose recorded reports
+    predate this.)"""
+    if built.draft is None:
+        return
+    live = {id(m) for _, m in built.draft.named_modules()}
+    built.decisions = [d for d in built.decisions if d.model != "draft" or d.layer is None or id(d.layer) in live]
+
+
+@contextlib.contextmanager
+def _draft_quant_configs(built: Built, phase: list[str]) -> Iterator[None]:
+    """Record the decisions of the quant configs a separate draft is built with: its layers
+    ask `get_draft_quant_config()`, which makes a new config from the draft checkpoint on
+    every call (vLLM 0.33.0 models/utils.py), not the target's `vllm_config.quant_config`."""
+    from vllm.config import VllmConfig
+
+    original = VllmConfig.__dict__.get("get_quantization_config")
+    if not isinstance(original, staticmethod):
+        yield  # a release without it builds the draft with the target's config: recorded already
+        return
+    make = original.__func__
+
+    def recording(model_config: Any, load_config: Any) -> Any:
+        quant_config = make(model_config, load_config)
+        if quant_config is not None and not hasattr(quant_config, "_mtplint_original_get_quant_method"):
+            _record_quant_decisions(quant_config, built.decisions, phase)
+            built.draft_quant_configs.append(quant_config)
+        return quant_config
+
+    VllmConfig.get_quantization_config = staticmethod(recording)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        VllmConfig.get_quantization_config = original  # type: ignore[method-assign]
 
 
 def draft_config_for(vllm_config: Any, spec_config: Any) -> Any:

@@ -124,6 +124,11 @@ class _Attribution:
         self.params_loaded_by_loader: set[str] = set()
         self._restore: list[tuple[Any, Any, bool]] = []
         self._held: dict[str, Any] = {}  # tensor name -> weakref to the meta tensor handed out
+        # id() of each meta tensor handed out and still alive -> its name: a loader that takes
+        # every tensor before loading any (EAGLE3's load_weights builds a dict first) loads
+        # them after the feed ended, and only the tensor itself says which one it is.
+        self._names: dict[int, str] = {}
+        self.failed_tensor: str | None = None  # the tensor a loader raised on, after the feed ended
         self._in_loader = 0
         # A parameter's storage -> its name: a copy into it, a slice of it or its .data is a copy into it.
         self._storages: dict[int, str] = {}
@@ -148,11 +153,27 @@ class _Attribution:
         """Watch the meta tensor handed out for `name`: a loader may hold it back (a weight
         buffered until its scale arrives) and load it later, under another current tensor."""
 
+        key = id(tensor)
+
         def released(_ref: Any) -> None:
+            if self._names.get(key) == name:
+                del self._names[key]
             self._released(name)
 
         self._held[name] = weakref.ref(tensor, released)
+        self._names[key] = name
         return tensor
+
+    def _handed_out(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """The checkpoint tensor a weight_loader(param, loaded_weight) call was given, where it
+        is one handed out (or a view of one)."""
+        loaded = args[1] if len(args) > 1 else kwargs.get("loaded_weight")
+        while loaded is not None:
+            name = self._names.get(id(loaded))
+            if name is not None:
+                return name
+            loaded = getattr(loaded, "_base", None)
+        return None
 
     def _released(self, name: str) -> None:
         """A tensor freed right after another tensor's loading fed parameters was held back
@@ -165,26 +186,29 @@ class _Attribution:
             return
         self.held_back[name] = current
 
-    def _fed(self, name: str) -> None:
-        if self._current is not None:
-            self.fed.setdefault(self._current, []).append(name)
+    def _fed(self, name: str, tensor: str | None = None) -> None:
+        tensor = tensor or self._current
+        if tensor is not None:
+            self.fed.setdefault(tensor, []).append(name)
             self.params_loaded_by_loader.add(name)
             self.current_fed = True
 
     def _wrap(self, param: Any, name: str, loader: Any, had_own: bool) -> None:
         def attributed(*args: Any, **kwargs: Any) -> Any:
+            late = self._handed_out(args, kwargs) if self._current is None else None
             self._in_loader += 1
             try:
                 result = loader(*args, **kwargs)
             except Exception:
                 # vLLM's error text rarely names the parameter; the loader that raised does.
                 self.failed_param = name
+                self.failed_tensor = late
                 raise
             finally:
                 self._in_loader -= 1
             # FusedMoE loaders report "not mine" through return_success=False.
             if result is not False:
-                self._fed(name)
+                self._fed(name, late)
             return result
 
         try:
@@ -318,6 +342,9 @@ class _Feed:
         self.position = len(self.tensors)
         self.attribution.current = None
 
+    def index(self, name: str) -> int:
+        return next(i for i, t in enumerate(self.tensors) if t[0] == name)
+
     @property
     def culprit(self) -> str | None:
         return self.tensors[self.position][0] if self.position < len(self.tensors) else None
@@ -338,7 +365,8 @@ def _load_resuming(model: Any, feed: _Feed, result: DryRun, mtp_completeness: bo
                     result.loaded_params |= set(loaded)
                 break
             except Exception as exc:
-                culprit = feed.culprit
+                late, feed.attribution.failed_tensor = feed.attribution.failed_tensor, None
+                culprit = feed.culprit or late
                 if culprit is None and mtp_completeness and _checked_completeness_itself(exc, disable_completeness):
                     # vLLM before mtp_validation (< 0.27) checks completeness at the end of
                     # every load_weights() call and cannot be told not to. After an
@@ -353,7 +381,8 @@ def _load_resuming(model: Any, feed: _Feed, result: DryRun, mtp_completeness: bo
                 if culprit is None or culprit in failed:
                     break
                 failed.add(culprit)
-                start = feed.position + 1
+                # A loader that took every tensor first loaded those before the culprit already.
+                start = feed.index(late) + 1 if late else feed.position + 1
     return failed, mtp_completeness
 
 

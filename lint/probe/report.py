@@ -214,6 +214,9 @@ class Request:
     serve_args: dict[str, str] = field(default_factory=dict)
     elide: bool = True  # feed only the edge experts of identical per-expert tensor runs
     trust_remote_code: bool = False
+    # A draft from its own checkpoint (`--draft`): {"method": "eagle3"}, the speculative method
+    # it is served with. Empty: the checkpoint's own MTP block (`"method": "mtp"`).
+    speculative: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
 
 
 @dataclass

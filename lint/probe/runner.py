@@ -42,6 +42,9 @@ class ProbeRequest(Request):
     timeout: float = DEFAULT_TIMEOUT
     memory_limit: int | None = None  # bytes the probe's processes may hold resident (not in the key)
     identity: dict[str, Any] | None = None  # the vLLM `python` has (vllm_identity): picks the worker
+    # The separate draft's checkpoint (`--draft`; `speculative` names its method): its config
+    # goes to vLLM as the speculative model, its tensors to the draft's dry-run load.
+    draft_inventory: Inventory | None = None
 
     @classmethod
     def replaying(cls, modelled: Request, **how: Any) -> ProbeRequest:
@@ -122,6 +125,12 @@ def cache_key(inventory: Inventory, request: ProbeRequest, identity: dict[str, A
     if inventory.hf_quant_config is not None:
         h.update(json.dumps(inventory.hf_quant_config, sort_keys=True).encode())
     h.update(inventory.digest.encode())
+    if request.draft_inventory is not None:
+        draft = request.draft_inventory
+        h.update(b"draft")
+        h.update(draft.config_path.read_bytes())
+        h.update(json.dumps(draft.hf_quant_config, sort_keys=True).encode())
+        h.update(draft.digest.encode())
     h.update(json.dumps(request.key_fields(), sort_keys=True).encode())
     h.update(_source_digest().encode())
     return h.hexdigest()
@@ -162,27 +171,35 @@ def run_probe(
     return report
 
 
-def _run_child(
-    inventory: Inventory, request: ProbeRequest, tmp: Path, progress: Callable[[str], None] | None
-) -> ProbeReport:
-    mark_owner(tmp)
-    sweep_stale(tmp.parent, keep=tmp)
-    config_dir = tmp / "config"
+def _stage(inventory: Inventory, tmp: Path, name: str, trust_remote_code: bool) -> tuple[Path, Path]:
+    """The model directory vLLM reads (configuration only) and the tensor list the dry run
+    feeds as meta tensors, for one checkpoint."""
+    config_dir = tmp / f"{name}config"
     config_dir.mkdir()
-    # vLLM reads only configuration from the model directory here; the weights come
-    # from the inventory as meta tensors.
     (config_dir / "config.json").write_bytes(inventory.config_path.read_bytes())
     extras = ["hf_quant_config.json", "generation_config.json"]
-    if request.trust_remote_code:
+    if trust_remote_code:
         # The configuration code auto_map names (configuration_*.py) travels with config.json.
         extras += [p.name for p in inventory.root.glob("*.py")]
     for extra in extras:
         src = inventory.root / extra
         if src.is_file():
             (config_dir / extra).write_bytes(src.read_bytes())
-    tensors_file = tmp / "tensors.json"
+    tensors_file = tmp / f"{name}tensors.json"
     tensors_file.write_text(json.dumps([[t.name, t.dtype, list(t.shape)] for t in inventory.tensors.values()]))
+    return config_dir, tensors_file
+
+
+def _run_child(
+    inventory: Inventory, request: ProbeRequest, tmp: Path, progress: Callable[[str], None] | None
+) -> ProbeReport:
+    mark_owner(tmp)
+    sweep_stale(tmp.parent, keep=tmp)
+    config_dir, tensors_file = _stage(inventory, tmp, "", request.trust_remote_code)
     req = {"config_dir": str(config_dir), "tensors_file": str(tensors_file), **asdict(request.modelled())}
+    if request.draft_inventory is not None:
+        draft_dir, draft_tensors = _stage(request.draft_inventory, tmp, "draft_", request.trust_remote_code)
+        req.update(draft_config_dir=str(draft_dir), draft_tensors_file=str(draft_tensors))
     req_file, report_file = tmp / "request.json", tmp / "report.json"
     req_file.write_text(json.dumps(req))
     env = dict(os.environ)

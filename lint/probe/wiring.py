@@ -8,6 +8,8 @@ parameter is harmless or a 0%-acceptance bug, so the probe runs vLLM's own helpe
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from .construct import _FakeProposer, find_proposer_class
@@ -40,7 +42,8 @@ def replay(draft: Any, target: Any, vllm_config: Any, spec_config: Any) -> Wirin
         if fn is None:
             continue
         try:
-            fn(fake, target_lm)
+            with _values_compare_unequal_on_meta():
+                fn(fake, target_lm)
             report.steps.append(step)
         except Exception as exc:
             # Steps past what a meta model can answer (e.g. multimodal bookkeeping)
@@ -53,3 +56,30 @@ def replay(draft: Any, target: Any, vllm_config: Any, spec_config: Any) -> Wirin
         if id(p) in target_ids:
             report.shared[name] = target_ids[id(p)]
     return report
+
+
+@contextlib.contextmanager
+def _values_compare_unequal_on_meta() -> Iterator[None]:
+    """EAGLE drafts with their own head share the target's only when the two hold equal values
+    (`torch.equal(target.lm_head.weight.cpu(), draft.lm_head.weight.cpu())`); meta tensors have
+    none, so they compare unequal and the draft keeps the head it loaded: initialized either
+    way, and with the same values when they are equal."""
+    import torch
+
+    equal, cpu = torch.equal, torch.Tensor.cpu
+
+    def meta_equal(a: Any, b: Any) -> bool:
+        if getattr(a, "is_meta", False) or getattr(b, "is_meta", False):
+            return False
+        return bool(equal(a, b))
+
+    def meta_cpu(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self if self.is_meta else cpu(self, *args, **kwargs)
+
+    torch.equal = meta_equal  # type: ignore[assignment]
+    torch.Tensor.cpu = meta_cpu  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.equal = equal
+        torch.Tensor.cpu = cpu  # type: ignore[method-assign]
