@@ -17,7 +17,7 @@ test: setup
 # Every rule case from its recorded probe report and the quick unit tests, on both cores, no
 # vLLM import: under a minute. `make test` runs the rest (probe, factory, slow).
 test-fast:
-	.venv/bin/python -m pytest -q -n 2 -m "not probe and not factory and not slow"
+	PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest -q -n 2 --dist worksteal -m "not probe and not factory and not slow"
 
 # Re-probe every rule case and rewrite tests/recorded/ (after a probe or fixture change).
 record:

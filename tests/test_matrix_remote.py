@@ -102,7 +102,7 @@ def test_every_cell_lints_the_inventory_the_first_cell_read():
         seen.append(inventory)
         read = inventory or object()
         result = SimpleNamespace(vllm={"version": "0.33.0"}, inputs={}, findings=[], probe={})
-        return SimpleNamespace(inventory=read, result=lambda: result)
+        return SimpleNamespace(inventory=read, path_inventory=None, result=lambda: result)
 
     axes = {"vllm": ["0.33.0"], "n": [1, 2, 3], "gpu": [None], "tp": [1]}
     cells = run_matrix(Path("hf://org/x@main"), {}, axes, lint)

@@ -13,24 +13,28 @@ from .context import Cause, Context, Hit, is_quantized_method
 
 
 class ModuleNames:
-    """A checkpoint's on-disk module names, with an index by every dotted suffix: exact and
-    suffix entries are one lookup each (a 1,333-entry per-Linear list over 35k modules was
-    47 million endswith calls)."""
+    """A checkpoint's on-disk module names, with an index by dotted suffix: exact and suffix
+    entries are one lookup each (a 1,333-entry per-Linear list over 35k modules was 47
+    million endswith calls). One index per suffix length an entry has, built when first
+    asked: a list's entries come in one or two lengths."""
 
     def __init__(self, names: Iterable[str]):
         self.names = sorted(names)
-        self._by_suffix: dict[str, list[str]] | None = None
+        self._by_suffix: dict[int, dict[str, list[str]]] = {}
 
     def ending_with(self, entry: str) -> list[str]:
         """The names equal to `entry` or ending with `.entry`, in name order."""
-        if self._by_suffix is None:
-            index: dict[str, list[str]] = {}
+        k = entry.count(".") + 1
+        index = self._by_suffix.get(k)
+        if index is None:
+            index = self._by_suffix[k] = {}
             for name in self.names:
-                parts = name.split(".")
-                for i in range(len(parts)):
-                    index.setdefault(".".join(parts[i:]), []).append(name)
-            self._by_suffix = index
-        return list(self._by_suffix.get(entry, ()))
+                parts = name.rsplit(".", k)
+                if len(parts) == k:
+                    index.setdefault(name, []).append(name)
+                elif len(parts) > k:
+                    index.setdefault(name[len(parts[0]) + 1 :], []).append(name)
+        return list(index.get(entry, ()))
 
 
 def ondisk_modules_meant(entry: str, modules: ModuleNames) -> list[str]:
