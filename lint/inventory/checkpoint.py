@@ -18,7 +18,7 @@ from ..inventory import memo
 from ..inventory.declared import parse_declared
 from ..inventory.fingerprint import fingerprint_modules
 from ..inventory.model import Inventory, TensorInfo
-from ..inventory.source import LocalShards, ShardSource, weight_files
+from ..inventory.shard_source import LocalShards, ShardSource, weight_files
 from ..inventory.strict_json import clip, read_json_object
 
 __all__ = ["INDEX_NAME", "layout_digest", "load_inventory", "load_over", "read_json_object", "weight_files"]

@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import BadInput
 from .model import TensorInfo
 from .safetensors_header import header_length, parse_shard_header
-from .source import _is_other_index
+from .shard_source import _is_other_index
 from .strict_json import MAX_JSON_BYTES
 
 SCHEME = "hf://"
