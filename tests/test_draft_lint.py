@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_input_hardening import assert_bad_input
 
 from fixtures.build import cached_build
 from fixtures.sparse import write_sparse
@@ -30,15 +31,6 @@ def lint_json(*args: str) -> tuple[int, dict]:
     proc = run(*args, "--format", "json", "-q")
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     return proc.returncode, json.loads(proc.stdout)
-
-
-def assert_bad_input(proc: subprocess.CompletedProcess, *needles: str) -> None:
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from ..probe.report import ParamInfo
 from ..versions import in_range
 from . import check
 from .context import Context, Hit
+from .knowledge import require_columns
 
 
 def _entry_applies(ctx: Context, entry: dict[str, Any]) -> bool:
@@ -37,10 +38,7 @@ class ForwardOptions:
     reads: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        for entry in self.reads:
-            missing = _READ_KEYS - set(entry)
-            if missing:
-                raise ValueError(f"options.reads entry {entry.get('id')!r} lacks {', '.join(sorted(missing))}")
+        require_columns("reads", self.reads, _READ_KEYS)
 
 
 @check(

@@ -11,6 +11,7 @@ from ..probe.report import ParamInfo
 from ..versions import in_range
 from . import check
 from .context import Cause, Context, Hit
+from .knowledge import require_columns
 
 HEAD_OR_EMBED = re.compile(r"(^|\.)(shared_head\.head|lm_head|embed_tokens|embedding)\.weight$")
 
@@ -101,10 +102,7 @@ class PostLoadOptions:
     rejects: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        for entry in self.rejects:
-            missing = _POST_LOAD_KEYS - set(entry)
-            if missing:
-                raise ValueError(f"options.rejects entry {entry.get('id')!r} lacks {', '.join(sorted(missing))}")
+        require_columns("rejects", self.rejects, _POST_LOAD_KEYS)
 
 
 def _own_params(ctx: Context, module: str) -> dict[str, ParamInfo]:
