@@ -25,7 +25,7 @@ RECIPE = "dsv4-flash-w4a16-bf16mtp"  # the full DeepSeek-V4-Flash layout: 46 sha
 def hub(tmp_path_factory):
     small = tmp_path_factory.mktemp("small") / "ckpt"
     write_sharded(small, [(f"model.layers.{i}.mlp.weight", "BF16", (64, 64)) for i in range(4)], 2)
-    (small / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (small / "config.json").write_text(json.dumps({"model_type": "llama"}, indent=1))  # the key on line 2
     bad = tmp_path_factory.mktemp("bad") / "ckpt"
     write_sharded(bad, [(f"w{i}", "BF16", (8, 8)) for i in range(4)], 2)
     (bad / "config.json").write_text(json.dumps({"model_type": "llama"}))
@@ -152,6 +152,20 @@ def test_a_server_ignoring_ranges_still_sends_no_whole_shard(client, monkeypatch
     assert len(inv.tensors) == manifest(cached_build(RECIPE))["tensors"]
     # The client hangs up after its range; what the server pushed into the socket meanwhile is bounded.
     assert client.stats()["bytes"] < manifest(cached_build(RECIPE))["logical_bytes"] / 100
+
+
+def test_report_lines_of_a_hub_revision_come_from_its_downloaded_files(client):
+    from mtplint.findings import Finding, Location
+    from mtplint.reporters.lines import SourceLines
+
+    load_inventory("hf://org/small")
+    commit = client.repos["org/small"].commit
+    client.reset()
+    key = Finding("MTP009", "n", "error", "m", Location("config.json", config_key="model_type"), key="model_type")
+    assert SourceLines(f"hf://org/small@{commit}").locate(key) == ("config.json", 2)
+    # Only what the lint downloaded: a revision never fetched has no lines, and no request is made.
+    assert SourceLines("hf://org/private@main").locate(key) == ("config.json", None)
+    assert client.stats()["requests"] == 0
 
 
 def test_hub_spec():

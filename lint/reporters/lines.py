@@ -113,19 +113,33 @@ def _entries(f: Finding) -> list[str]:
 
 
 class SourceLines:
-    """Lines of findings in a local checkpoint's JSON files (read once each)."""
+    """Lines of findings in a checkpoint's JSON files (read once each): a local directory's,
+    or a hub revision's as the lint downloaded them into huggingface_hub's cache (read from
+    there only: a report never makes a request)."""
 
     def __init__(self, root: str | os.PathLike | None):
         root = str(root) if root is not None else None
         self.root = Path(root) if root and "://" not in root else None
+        self.hub = _hub_revision(root) if root and self.root is None else None
         self._texts: dict[str, str | None] = {}
+
+    def _path(self, file: str) -> Path | None:
+        if self.root is not None:
+            return self.root / file
+        if self.hub is not None:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(self.hub[0], file, revision=self.hub[1])
+            return Path(cached) if isinstance(cached, str) else None
+        return None
 
     def _text(self, file: str) -> str | None:
         if file not in self._texts:
             text = None
-            if self.root is not None:
+            path = self._path(file)
+            if path is not None:
                 try:
-                    text = (self.root / file).read_text(encoding="utf-8")
+                    text = path.read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError, ValueError):
                     text = None
             self._texts[file] = text
@@ -154,6 +168,17 @@ class SourceLines:
             if line is not None:
                 return file, line
         return loc.file, None
+
+
+def _hub_revision(root: str) -> tuple[str, str | None] | None:
+    """(repository, revision) of an `hf://` root, None for anything else."""
+    from ..inventory.remote import hub_spec
+
+    try:
+        spec = hub_spec(root)
+    except BadInput:
+        return None
+    return (spec.repo_id, spec.revision) if spec is not None else None
 
 
 def display_path(root: str, file: str, cwd: str | None = None) -> str:
