@@ -20,11 +20,13 @@ def pytest_configure(config):
     )
     if "MTPLINT_CACHE_DIR" not in os.environ:
         os.environ["MTPLINT_CACHE_DIR"] = tempfile.mkdtemp(prefix="mtplint-test-cache-")
-        # Inventory memos outlive a session like the fixture builds: an entry is keyed by what
-        # it was read from (path, stat, header hashes), so a rebuilt fixture misses by itself.
-        memo = Path(__file__).resolve().parent.parent / "build" / "inventory-memo"
-        memo.mkdir(parents=True, exist_ok=True)
-        os.symlink(memo, os.path.join(os.environ["MTPLINT_CACHE_DIR"], "inventory"))
+        # Inventory and declared-quantization memos outlive a session like the fixture builds:
+        # an entry is keyed by what it was read from (path, stat, header hashes; the config's
+        # content), so a rebuilt fixture misses by itself.
+        for kind in ("inventory", "declared"):
+            memo = Path(__file__).resolve().parent.parent / "build" / f"{kind}-memo"
+            memo.mkdir(parents=True, exist_ok=True)
+            os.symlink(memo, os.path.join(os.environ["MTPLINT_CACHE_DIR"], kind))
     # Probe workers (vLLM imported once, a child forked per probe) are shared by the session's
     # tests and stopped when it ends; a short path, as a socket's name must be.
     if "MTPLINT_WORKER_DIR" not in os.environ:

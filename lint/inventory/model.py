@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ class ModuleFormat:
     weight_dtype: str | None
     suffixes: tuple[str, ...]  # the tensor leaf names under the module: ("weight", "weight_scale_inv")
 
-    @property
+    @cached_property  # asked per fed tensor by several checks
     def quantized(self) -> bool:
         return self.kind not in ("bf16", "fp16", "fp32", "unknown")
 
