@@ -165,6 +165,12 @@ def test_report_lines_of_a_hub_revision_come_from_its_downloaded_files(client):
     assert SourceLines(f"hf://org/small@{commit}").locate(key) == ("config.json", 2)
     # Only what the lint downloaded: a revision never fetched has no lines, and no request is made.
     assert SourceLines("hf://org/private@main").locate(key) == ("config.json", None)
+    from huggingface_hub import constants
+
+    # A JSON file beside the snapshots: what `../../x.json` from the snapshot would read.
+    (Path(constants.HF_HUB_CACHE) / "models--org--small" / "x.json").write_text('{"a": 1}')
+    outside = Finding("MTP015", "n", "error", "m", Location("../../x.json", config_key="a"), key="a")
+    assert SourceLines(f"hf://org/small@{commit}").locate(outside) == ("../../x.json", None)
     assert client.stats()["requests"] == 0
 
 

@@ -129,6 +129,9 @@ class SourceLines:
         if self.hub is not None:
             from huggingface_hub import try_to_load_from_cache
 
+            if Path(file).is_absolute() or ".." in Path(file).parts:
+                return None  # a name from the repository's listing: never a way out of its snapshot
+
             cached = try_to_load_from_cache(self.hub[0], file, revision=self.hub[1])
             return Path(cached) if isinstance(cached, str) else None
         return None
