@@ -154,6 +154,31 @@ def _lint(
     return Linted(inventory, report, findings, evaluated, inputs, request, target_inventory)
 
 
+def read_once(path: Path, s: dict[str, Any], progress: Callable[[str], None] | None = None) -> Inventory:
+    """PATH's inventory for lints that share it (a matrix's cells), its config checked as a
+    lint checks it; a hub --draft is pinned to the revision read here (s["draft"] rewritten),
+    so every cell lints the same commits."""
+    from .inventory.checkpoint import load_inventory
+    from .preflight import check_config
+
+    inventory = load_inventory(path, _header_progress(path, progress))
+    check_config(inventory)
+    draft = load_draft(s, _header_progress(Path(s.get("draft") or ""), progress))
+    if draft:
+        check_config(draft[0])
+        s["draft"] = draft[0].origin or s["draft"]
+    return inventory
+
+
+def provision(s: dict[str, Any]) -> None:
+    """Provision (or find) the probe environment a lint with these settings probes. A matrix
+    calls it for each vLLM before its cells run side by side: two lints must never install
+    one environment at the same time."""
+    from .envs.resolve import probe_target
+
+    probe_target(s, interpreter_path(s.get("vllm_python")))
+
+
 def _header_progress(path: Path, progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:
     """Header reading with a count, once a second while it lasts (a local read is done before
     the first; a hub repository's range requests take longer)."""

@@ -5,7 +5,8 @@
 
 - provisioning one release into an empty store with uv and with pip, twice each (the second
   run has that installer's package cache warm; target <= 60 s);
-- a matrix of the releases x N (probe workers starting from none) against the sum of the
+- a matrix of the releases x N (probe workers starting from none), one cell at a time
+  (--jobs 1) and with the default --jobs (the CPU count, at most 4), against the sum of the
   single cold lints of the same cells (target <= 1.3x of 3 single cold lints);
 - a second checkpoint's lint on a warm worker against its cold lint (target <= 0.3x).
 Every lint runs with an empty probe cache; the releases are provisioned before timing. A
@@ -28,6 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mtplint.matrix.command import default_jobs
 
 from fixtures.build import cached_build
 
@@ -61,21 +64,22 @@ def matrix_vs_singles(path: Path, releases: list[str], ns: list[int]) -> None:
                 seconds, proc = timed([*MTPLINT, str(path), "-q", "--vllm-commit", r, "-n", str(n)], env)
                 print(f"single cold lint vLLM {r} n={n}: {seconds:6.1f} s (exit {proc.returncode})")
                 singles += seconds
-    with tempfile.TemporaryDirectory() as cache, _no_workers_yet() as workers:
-        env = dict(os.environ, MTPLINT_CACHE_DIR=cache, MTPLINT_WORKER_DIR=workers)
-        cmd = [*MTPLINT, "matrix", str(path), "-q", "--vllm-commit", ",".join(releases)]
-        cmd += ["-n", ",".join(map(str, ns)), "--format", "json"]
-        seconds, proc = timed(cmd, env)
-        cells = len(json.loads(proc.stdout)["cells"]) if proc.stdout.strip() else 0
-        warm, _ = timed(cmd, env)
     per_release = singles / len(ns)  # the target compares against one single cold lint per release
-    print(f"matrix {len(releases)} x {len(ns)} ({cells} cells), cold cache: {seconds:6.1f} s (exit {proc.returncode})")
     print(f"sum of the {len(releases) * len(ns)} single cold lints:      {singles:6.1f} s")
-    print(
-        f"matrix / sum of singles: {seconds / singles:.2f}x; matrix / {len(releases)} single cold lints: "
-        f"{seconds / per_release:.2f}x (target <= 1.3x)"
-    )
-    print(f"the same matrix again (every cell cached): {warm:6.1f} s")
+    for jobs in (1, default_jobs()):
+        with tempfile.TemporaryDirectory() as cache, _no_workers_yet() as workers:
+            env = dict(os.environ, MTPLINT_CACHE_DIR=cache, MTPLINT_WORKER_DIR=workers)
+            cmd = [*MTPLINT, "matrix", str(path), "-q", "--vllm-commit", ",".join(releases)]
+            cmd += ["-n", ",".join(map(str, ns)), "--format", "json", "--jobs", str(jobs)]
+            seconds, proc = timed(cmd, env)
+            cells = len(json.loads(proc.stdout)["cells"]) if proc.stdout.strip() else 0
+            warm, _ = timed(cmd, env)
+        print(
+            f"matrix {len(releases)} x {len(ns)} ({cells} cells), --jobs {jobs}, cold cache: {seconds:6.1f} s "
+            f"(exit {proc.returncode}); matrix / sum of singles: {seconds / singles:.2f}x; "
+            f"matrix / {len(releases)} single cold lints: {seconds / per_release:.2f}x (target <= 1.3x)"
+        )
+        print(f"  the same matrix again (every cell cached): {warm:6.1f} s")
 
 
 def main() -> None:

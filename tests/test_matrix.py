@@ -111,3 +111,104 @@ def test_matrix_gives_each_release_its_verdict(tmp_path):
     assert "works on vLLM >= 0.33.0" in proc.stdout
     again = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
     assert all(c["probe"]["cached"] for c in json.loads(out.read_text())["cells"]), again.stderr
+
+
+def _fake_lint(delays: dict[int, float], fail: frozenset[int] = frozenset(), log: list | None = None):
+    """A lint standing in for session.lint where only the scheduling is under test: it sleeps
+    per n (so cells end out of order) and tracks how many run at once."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from mtplint.errors import BadInput
+
+    lock, state = threading.Lock(), {"now": 0, "most": 0}
+
+    def lint(path, s, inventory, progress):
+        n = s["num_speculative_tokens"]
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+            if log is not None:
+                log.append(("lint", s.get("vllm_commit"), n, inventory))
+        time.sleep(delays[n])
+        with lock:
+            state["now"] -= 1
+        if n in fail:
+            raise BadInput(f"cell n={n} failed")
+        result = SimpleNamespace(
+            vllm={"version": s.get("vllm_commit")}, inputs={"num_speculative_tokens": n}, findings=[], probe={}
+        )
+        return SimpleNamespace(inventory=inventory, path_inventory=None, inputs=result.inputs, result=lambda: result)
+
+    return lint, state
+
+
+def test_cells_side_by_side_keep_the_combinations_order_and_provision_first():
+    from pathlib import Path
+
+    from mtplint.matrix.cells import run_matrix
+
+    log: list = []
+    lint, state = _fake_lint({1: 0.3, 2: 0.1, 3: 0.0}, log=log)
+    axes = {"vllm": ["0.31.0", "0.33.0"], "n": [1, 2, 3], "gpu": [None], "tp": [1]}
+    inventory = object()
+    cells = run_matrix(
+        Path("x"),
+        {},
+        axes,
+        lint,
+        jobs=2,
+        prepare=lambda s: log.append(("prepare", s["vllm_commit"])),
+        inventory=inventory,
+    )
+    assert [(c.vllm["version"], c.inputs["num_speculative_tokens"]) for c in cells] == [
+        (v, n) for v in ("0.31.0", "0.33.0") for n in (1, 2, 3)
+    ]
+    assert log[:2] == [("prepare", "0.31.0"), ("prepare", "0.33.0")], "every vLLM provisioned before any cell"
+    assert all(entry[3] is inventory for entry in log[2:]), "every cell lints the inventory read once"
+    assert state["most"] == 2
+    # The two cells started first are one of each vLLM: their workers start together.
+    assert {entry[1] for entry in log[2:4]} == {"0.31.0", "0.33.0"}
+
+
+def test_one_cell_at_a_time_with_jobs_1():
+    from pathlib import Path
+
+    from mtplint.matrix.cells import run_matrix
+
+    lint, state = _fake_lint({1: 0.05, 2: 0.0})
+    cells = run_matrix(Path("x"), {}, {"vllm": ["0.33.0"], "n": [1, 2], "gpu": [None], "tp": [1]}, lint, jobs=1)
+    assert len(cells) == 2 and state["most"] == 1
+
+
+def test_the_first_failing_cell_in_order_fails_the_matrix():
+    """n=3 fails first in time, n=2 first in the combinations' order: n=2's error is the one
+    reported, as a matrix run one cell at a time would report it."""
+    from pathlib import Path
+
+    from mtplint.errors import BadInput
+    from mtplint.matrix.cells import run_matrix
+
+    lint, _ = _fake_lint({1: 0.0, 2: 0.4, 3: 0.0}, fail=frozenset({2, 3}))
+    with pytest.raises(BadInput, match="cell n=2 failed"):
+        run_matrix(Path("x"), {}, {"vllm": ["0.33.0"], "n": [1, 2, 3], "gpu": [None], "tp": [1]}, lint, jobs=3)
+
+
+def test_end_running_probes_kills_every_waited_for_child():
+    """What a matrix's main thread does on Ctrl-C: the probe children its cells wait for die
+    (their threads reap them)."""
+    from mtplint.probe import runner
+
+    procs = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]
+    try:
+        with runner._running_lock:
+            runner._running.update(procs)
+        assert runner.end_running_probes() == 2
+        assert [p.wait(timeout=10) for p in procs] == [-9, -9]
+    finally:
+        with runner._running_lock:
+            runner._running.difference_update(procs)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()

@@ -98,7 +98,7 @@ def test_every_cell_lints_the_inventory_the_first_cell_read():
     inventory (its commit), never read the repository again."""
     seen = []
 
-    def lint(path: Path, s: dict, inventory: object) -> SimpleNamespace:
+    def lint(path: Path, s: dict, inventory: object, progress: object) -> SimpleNamespace:
         seen.append(inventory)
         read = inventory or object()
         result = SimpleNamespace(vllm={"version": "0.33.0"}, inputs={}, findings=[], probe={})

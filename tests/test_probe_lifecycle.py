@@ -148,6 +148,41 @@ def test_a_signal_to_mtplint_ends_the_probe_and_its_files(checkpoint, tmp_path, 
 
 
 @pytest.mark.probe
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_a_matrix_ends_every_cell_s_probe(checkpoint, tmp_path, signum, code):
+    """`mtplint matrix --jobs 2` waits for two probes at once, from two threads: a signal
+    reaches only the main thread, which must end both."""
+    (tmp_path / "tmpdir").mkdir()
+    env = dict(
+        os.environ,
+        MTPLINT_CACHE_DIR=str(tmp_path / "cache"),
+        TMPDIR=str(tmp_path / "tmpdir"),
+        MTPLINT_WORKER_IDLE="0",
+    )
+    args = ["matrix", str(checkpoint), "-n", "1,2", "--jobs", "2", "--no-cache", "-q", "--format", "json"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mtplint.cli_main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=sigint_as_at_a_terminal,
+    )
+    deadline, probes = time.monotonic() + 120, []
+    while len(probes) < 2 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        probes = [p for p in _descendants(proc.pid) if _is_probe(p)]
+        time.sleep(0.1)
+    assert len(probes) == 2, "both cells' probes should run side by side"
+    time.sleep(1.0)
+    os.kill(proc.pid, signum)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err
+    assert out == b"" and "Traceback" not in err.decode()
+    assert all(_gone_soon(p) for p in probes), "a cell's probe outlived the matrix"
+    assert not list((tmp_path / "tmpdir").iterdir())
+
+
+@pytest.mark.probe
 def test_a_sigkilled_mtplint_takes_the_probe_with_it_and_the_next_run_sweeps_its_dir(checkpoint, tmp_path):
     proc = _start(checkpoint, tmp_path)
     probe = _wait_for_probe(proc)

@@ -4,6 +4,7 @@ probe cache as `mtplint PATH` (a repeated cell costs no probe)."""
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,35 +39,116 @@ def run_matrix(
     axes: dict[str, list[Any]],
     lint: Callable[..., Any],
     progress: Callable[[str], None] | None = None,
+    *,
+    jobs: int = 1,
+    prepare: Callable[[dict[str, Any]], None] | None = None,
+    inventory: Any = None,
 ) -> list[Cell]:
-    """lint: session.lint. Cells run vLLM by vLLM, so one environment is provisioned once
-    and its cells follow each other. The first cell's inventory serves the others: a hub
-    revision is resolved once, so every cell lints the same commit (a branch that moves
-    mid-matrix cannot mix two) and the later cells cost the hub no request."""
-    cells = []
-    inventory = None
-    for combo in combinations(axes):
-        cell_settings = dict(s)
-        for axis, value in combo.items():
-            if value is not None:
-                cell_settings[AXES[axis]] = value
-        if progress:
-            progress("cell " + " ".join(f"{k}={v}" for k, v in combo.items() if v is not None))
-        linted = lint(path, cell_settings, inventory)
-        inventory = linted.path_inventory or linted.inventory
-        result = linted.result()
-        if "target" in result.inputs:
-            s = {**s, "draft": result.inputs["path"]}  # --draft: its hub revision resolved once too
-        cells.append(
-            Cell(
-                vllm=dict(result.vllm),
-                inputs=dict(result.inputs),
-                axes=combo,
-                findings=list(result.findings),
-                cached=bool(result.probe.get("cached")),
-            )
-        )
-    return cells
+    """lint: session.lint (path, cell settings, inventory, progress). prepare: provisions one vLLM's
+    environment; called for each vLLM in turn before any cell runs, so cells that run side by
+    side never install one environment together. inventory: PATH's, read once for every cell
+    (a hub revision resolved once: a branch that moves mid-matrix cannot mix two commits),
+    else the first cell's serves the rest. jobs: cells probed at once (each probe is one
+    child process; one warm worker per vLLM forks them all)."""
+    combos = combinations(axes)
+    settings = [_cell_settings(s, combo) for combo in combos]
+    if prepare is not None:
+        first_of: dict[str, dict[str, Any]] = {}
+        for combo, cell_settings in zip(combos, settings, strict=True):
+            first_of.setdefault(str(combo.get("vllm")), cell_settings)
+        for cell_settings in first_of.values():
+            prepare(cell_settings)
+    if jobs <= 1 or len(combos) == 1:
+        cells = []
+        for combo, cell_settings in zip(combos, settings, strict=True):
+            if progress:
+                progress("cell " + _label(combo))
+            linted = lint(path, cell_settings, inventory, progress)
+            inventory = linted.path_inventory or linted.inventory
+            cells.append(_cell(combo, linted))
+            if "target" in cells[-1].inputs:  # --draft: its hub revision resolved once too
+                settings = [{**cs, "draft": cells[-1].inputs["path"]} for cs in settings]
+        return cells
+    return _side_by_side(path, combos, settings, lint, progress, jobs, inventory)
+
+
+def _side_by_side(
+    path: Path,
+    combos: list[dict[str, Any]],
+    settings: list[dict[str, Any]],
+    lint: Callable[..., Any],
+    progress: Callable[[str], None] | None,
+    jobs: int,
+    inventory: Any,
+) -> list[Cell]:
+    """Cells on a thread pool, taken round-robin over the vLLMs so their workers start
+    together. The report keeps the combinations' order; the first failing cell (in that
+    order) fails the matrix, as it would one cell at a time. Ctrl-C (or SIGTERM) kills every
+    running probe before it propagates."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    from ..probe.lifecycle import terminating_signals_raise
+    from ..probe.runner import end_running_probes
+
+    groups: dict[str, list[int]] = {}
+    for i, combo in enumerate(combos):
+        groups.setdefault(str(combo.get("vllm")), []).append(i)
+    order = [i for round_ in itertools.zip_longest(*groups.values()) for i in round_ if i is not None]
+    say = _serialized(progress)
+
+    def one(i: int) -> Any:
+        label = _label(combos[i])
+        return lint(path, settings[i], inventory, (lambda msg: say(f"[{label}] {msg}")) if say else None)
+
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="mtplint-cell")
+    futures = {i: pool.submit(one, i) for i in order}
+    try:
+        with terminating_signals_raise():
+            wait(futures.values())
+    except BaseException:
+        for f in futures.values():
+            f.cancel()
+        end_running_probes()
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown(wait=True)
+    return [_cell(combos[i], futures[i].result()) for i in range(len(combos))]
+
+
+def _serialized(progress: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """One progress line at a time from several cells (no live seconds: whose would they be)."""
+    if progress is None:
+        return None
+    lock = threading.Lock()
+
+    def say(msg: str) -> None:
+        with lock:
+            progress(msg)
+
+    return say
+
+
+def _cell_settings(s: dict[str, Any], combo: dict[str, Any]) -> dict[str, Any]:
+    cell_settings = dict(s)
+    for axis, value in combo.items():
+        if value is not None:
+            cell_settings[AXES[axis]] = value
+    return cell_settings
+
+
+def _label(combo: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in combo.items() if v is not None)
+
+
+def _cell(combo: dict[str, Any], linted: Any) -> Cell:
+    result = linted.result()
+    return Cell(
+        vllm=dict(result.vllm),
+        inputs=dict(result.inputs),
+        axes=combo,
+        findings=list(result.findings),
+        cached=bool(result.probe.get("cached")),
+    )
 
 
 def works_on(cells: list[Cell], fail_on: str) -> str:

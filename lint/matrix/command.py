@@ -6,6 +6,7 @@ usage, 3 internal or probe failure. Wired into the CLI by cli.py.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,12 @@ from ..draft import check_usage as check_draft_usage
 from ..errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from ..exit_guard import guarded
 from ..progress import progress_reporter
+
+
+def default_jobs() -> int:
+    """Both of a small machine's cores, four on a larger one: a cell's probe is one process
+    of ~0.5-1.5 GiB, and past four the workers' imports and the checks crowd each other."""
+    return max(1, min(os.cpu_count() or 1, 4))
 
 
 def _list(value: str | None, kind: type = str) -> list[Any] | None:
@@ -50,6 +57,12 @@ def _list(value: str | None, kind: type = str) -> list[Any] | None:
     "--draft", metavar="PATH", help="A draft served from its own checkpoint, linted against PATH in every cell."
 )
 @click.option("--method", type=click.Choice(METHODS), help="Speculative method of --draft [read from the draft].")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1, 64),
+    help="Cells probed at once [the CPU count, at most 4; each probe holds up to ~1.5 GiB].",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 @click.option("--debug", is_flag=True, help="Show tracebacks and the probe's stderr tail.")
 def matrix_cmd(path: Path, **opts: Any) -> None:
@@ -59,11 +72,12 @@ def matrix_cmd(path: Path, **opts: Any) -> None:
 
 def _matrix(path: Path, opts: dict[str, Any]) -> int:
     from ..findings import SEVERITY_RANK
-    from ..session import lint
+    from ..session import lint, provision, read_once
     from ..settings import load_and_announce
     from .cells import run_matrix
     from .render import RENDERERS
 
+    jobs = opts.pop("jobs") or default_jobs()
     axes_given = {
         "vllm": _list(opts.pop("vllm_axis")),
         "n": _list(opts.pop("n_axis"), int),
@@ -82,7 +96,17 @@ def _matrix(path: Path, opts: dict[str, Any]) -> int:
     if outputs and len(outputs) != len(formats):
         raise BadInput("give one --output per --format")
     progress = progress_reporter(s["quiet"])
-    cells = run_matrix(path, s, axes, lambda p, cs, inv: lint(p, cs, progress=progress, inventory=inv), progress)
+    inventory = read_once(path, s, progress)
+    cells = run_matrix(
+        path,
+        s,
+        axes,
+        lambda p, cs, inv, prog: lint(p, cs, progress=prog, inventory=inv),
+        progress,
+        jobs=jobs,
+        prepare=provision,
+        inventory=inventory,
+    )
     for i, fmt in enumerate(formats):
         text = RENDERERS[fmt](cells, s["fail_on"])
         out = outputs[i] if outputs else None

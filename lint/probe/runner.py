@@ -7,6 +7,7 @@ link named `mtplint` to this package is put on its PYTHONPATH.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -31,6 +33,22 @@ from .report import SCHEMA_VERSION, ProbeReport, Request
 
 DEFAULT_TIMEOUT = 600.0
 _POLL_SECONDS = 0.25  # how often the parent checks the probe's deadline and memory
+
+# Probe children running now, from any thread: a matrix probes cells side by side, and on
+# Ctrl-C its main thread ends them all (a signal reaches the main thread only).
+_running: set[subprocess.Popen | workers.WarmChild] = set()
+_running_lock = threading.Lock()
+
+
+def end_running_probes() -> int:
+    """Kill every probe child this process is waiting for; how many there were. Each waiting
+    thread sees its child end by the signal and reaps it itself (end_group in _run_child)."""
+    with _running_lock:
+        procs = list(_running)
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return len(procs)
 
 
 @dataclass
@@ -244,9 +262,13 @@ def _run_child(
                 progress("probe: starting vLLM")
             proc = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True)
         started = time.perf_counter()
+        with _running_lock:
+            _running.add(proc)
         try:
             rc = _supervise(proc, request, started, stderr_file, _relay(tmp / "phases.jsonl", progress))
         finally:
+            with _running_lock:
+                _running.discard(proc)
             end_group(proc)  # every way out: done, timeout, memory, exception, signal
     elapsed = time.perf_counter() - started
     if rc != 0:
