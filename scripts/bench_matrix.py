@@ -55,12 +55,12 @@ def provisioning(release: str) -> None:
 
 def matrix_vs_singles(path: Path, releases: list[str], ns: list[int]) -> None:
     for r in releases:  # provisioned outside the timings
-        subprocess.run([*MTPLINT, "env", "add", r], capture_output=True, check=True)
+        subprocess.run([*MTPLINT, "env", "add", r], capture_output=True, check=True, env=_with_store())
     singles = 0.0
     for r in releases:
         for n in ns:
             with tempfile.TemporaryDirectory() as cache:
-                env = dict(os.environ, MTPLINT_CACHE_DIR=cache, MTPLINT_WORKER_IDLE="0")
+                env = _with_store(MTPLINT_CACHE_DIR=cache, MTPLINT_WORKER_IDLE="0")
                 seconds, proc = timed([*MTPLINT, str(path), "-q", "--vllm-commit", r, "-n", str(n)], env)
                 print(f"single cold lint vLLM {r} n={n}: {seconds:6.1f} s (exit {proc.returncode})")
                 singles += seconds
@@ -68,7 +68,7 @@ def matrix_vs_singles(path: Path, releases: list[str], ns: list[int]) -> None:
     print(f"sum of the {len(releases) * len(ns)} single cold lints:      {singles:6.1f} s")
     for jobs in (1, default_jobs()):
         with tempfile.TemporaryDirectory() as cache, _no_workers_yet() as workers:
-            env = dict(os.environ, MTPLINT_CACHE_DIR=cache, MTPLINT_WORKER_DIR=workers)
+            env = _with_store(MTPLINT_CACHE_DIR=cache, MTPLINT_WORKER_DIR=workers)
             cmd = [*MTPLINT, "matrix", str(path), "-q", "--vllm-commit", ",".join(releases)]
             cmd += ["-n", ",".join(map(str, ns)), "--format", "json", "--jobs", str(jobs)]
             seconds, proc = timed(cmd, env)
@@ -80,6 +80,15 @@ def matrix_vs_singles(path: Path, releases: list[str], ns: list[int]) -> None:
             f"matrix / {len(releases)} single cold lints: {seconds / per_release:.2f}x (target <= 1.3x)"
         )
         print(f"  the same matrix again (every cell cached): {warm:6.1f} s")
+
+
+def _with_store(**extra: str) -> dict[str, str]:
+    """The environment for a timed run: an empty cache, but the provisioned environments of
+    the default store (they live under the cache directory unless MTPLINT_ENVS_DIR says where:
+    without it every timed lint would provision its release again)."""
+    from mtplint.envs.store import root
+
+    return dict(os.environ, MTPLINT_ENVS_DIR=str(root()), **extra)
 
 
 def main() -> None:
@@ -119,11 +128,11 @@ def warm_second_checkpoint(first: Path, second: Path, rounds: int = 3) -> None:
     for _ in range(rounds):  # alternated, so machine noise hits both alike
         with tempfile.TemporaryDirectory() as cache:
             seconds, proc = timed(
-                [*MTPLINT, str(second), "-q"], dict(os.environ, MTPLINT_CACHE_DIR=cache, MTPLINT_WORKER_IDLE="0")
+                [*MTPLINT, str(second), "-q"], _with_store(MTPLINT_CACHE_DIR=cache, MTPLINT_WORKER_IDLE="0")
             )
             cold.append(seconds)
         with tempfile.TemporaryDirectory() as cache, _no_workers_yet() as workers:
-            env = dict(os.environ, MTPLINT_CACHE_DIR=cache, MTPLINT_WORKER_DIR=workers)
+            env = _with_store(MTPLINT_CACHE_DIR=cache, MTPLINT_WORKER_DIR=workers)
             timed([*MTPLINT, str(first), "-q"], env)  # starts the worker
             seconds, proc2 = timed([*MTPLINT, str(second), "-q"], env)
             warm.append(seconds)

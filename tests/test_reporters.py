@@ -578,7 +578,7 @@ def test_step_summary_module_table(result):
     ]
     text = step_summary(result, RULES, rows)
     table = text[text.index("### Draft modules") :].splitlines()
-    assert table[2] == "| MTP module | on disk | vLLM builds | outcome |"
+    assert table[2] == "| draft module | on disk | vLLM builds | outcome |"
     assert table[4] == "| mtp.0.ffn.experts.\\* (772) | bf16 | CompressedTensorsWNA16MoEMethod | MTP002, MTP005 |"
     assert "Draft modules" not in step_summary(result, RULES)
     full = render_text(result, RULES, full=True, modules=rows).splitlines()

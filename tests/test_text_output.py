@@ -81,7 +81,7 @@ def test_full_output_keeps_the_tree_and_adds_the_module_table(demo, capsys, flag
     # Each fix command once per tree, not under each of the five MTP002s.
     assert sum("--only ignore-unquantized-mtp-block" in ln for ln in lines) == 1
     table = lines[lines.index("Draft modules") + 1 :]
-    assert re.match(r"\s+MTP module\s+on disk\s+vLLM builds\s+outcome$", table[0])
+    assert re.match(r"\s+draft module\s+on disk\s+vLLM builds\s+outcome$", table[0])
     rows = {re.split(r"\s{2,}", ln.strip())[0]: re.split(r"\s{2,}", ln.strip())[1:] for ln in table[1:] if ln.strip()}
     experts = next(v for k, v in rows.items() if k.startswith("mtp.0.ffn.experts.*"))
     assert experts == ["bf16", "CompressedTensorsWNA16MoEMethod", "MTP002, MTP005"]

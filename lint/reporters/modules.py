@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..inventory.model import Inventory
     from ..probe.report import ProbeReport
 
-HEADERS = ("MTP module", "on disk", "vLLM builds", "outcome")
+HEADERS = ("draft module", "on disk", "vLLM builds", "outcome")
 
 
 @dataclass(frozen=True)
