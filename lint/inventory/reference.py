@@ -106,9 +106,11 @@ def mtp_modules(inventory: Inventory) -> dict[str, ModuleFormat]:
 def compare(artifact: Inventory, reference: Inventory, *, sample: bool = True) -> Comparison:
     ref_mtp = mtp_modules(reference)
     n_artifact = num_hidden_layers(artifact.config)
-    trunk = _trunk_bits_by_role(artifact, reference)
+    mtp = mtp_modules(artifact)
+    roles = {r for m in mtp if m in ref_mtp and (r := layer_role(m)) is not None}
+    trunk = _trunk_bits_by_role(artifact, reference, roles)
     pairs: list[PairedModule] = []
-    for module, fmt in sorted(mtp_modules(artifact).items()):
+    for module, fmt in sorted(mtp.items()):
         ref = ref_mtp.get(module)
         if ref is None:
             continue
@@ -164,16 +166,14 @@ def bits_per_weight(inventory: Inventory, fmt: ModuleFormat, reference: Inventor
     return KIND_BITS.get(fmt.kind)
 
 
-def _trunk_bits_by_role(artifact: Inventory, reference: Inventory) -> dict[str, float]:
+def _trunk_bits_by_role(artifact: Inventory, reference: Inventory, roles: set[str]) -> dict[str, float]:
     """role -> the bits most trunk layers store that module with (a kept-BF16 first or last
-    layer does not decide what the trunk's precision is)."""
+    layer does not decide what the trunk's precision is), for the roles asked about."""
     n = num_hidden_layers(artifact.config)
     seen: dict[str, Counter[float]] = {}
     for module, fmt in artifact.modules.items():
-        if is_mtp_name(module, n):
-            continue
         role = layer_role(module)
-        if role is None:
+        if role not in roles or is_mtp_name(module, n):
             continue
         bits = bits_per_weight(artifact, fmt, reference)
         if bits is not None:
