@@ -207,3 +207,19 @@ def test_reference_on_the_hub_compares_formats_without_downloading_shards(tmp_pa
     assert not [f for f in report["findings"] if f["code"] == "MTP020"]
     # Headers only: every shard request is a range read.
     assert all(h.range for hits in shard_requests(stats).values() for h in hits)
+
+
+def test_lfs_pointers_and_short_shards_have_no_data(tmp_path):
+    from mtplint.inventory.model import TensorInfo
+    from mtplint.inventory.reference import compare_windows
+
+    t = TensorInfo("w.weight", "BF16", (4096, 4), "model.safetensors", 8, 8 + 32768)
+    full, pointer, short = tmp_path / "full", tmp_path / "pointer", tmp_path / "short"
+    for d in (full, pointer, short):
+        d.mkdir()
+    (full / t.file).write_bytes(b"\x01" * t.end)
+    (pointer / t.file).write_text("version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 32776\n")
+    (short / t.file).write_bytes(b"\x01" * 100)
+    assert compare_windows(full, t, full, t).status == "same"
+    assert compare_windows(full, t, pointer, t).reason == "model.safetensors is a Git LFS pointer"
+    assert compare_windows(short, t, full, t).reason == "model.safetensors is shorter than its header says"
