@@ -114,10 +114,7 @@ def _hit(
     sampled = [p for p in pairs if p.sample is not None and p.sample.status == "differs"]
     if sampled:
         evidence["sampled_bytes_differ"] = [p.module for p in sampled[:10]]
-    evidence["sampling"] = cmp.unsampled or (
-        f"{cmp.sampled_modules} module(s) with the reference's format and shapes sampled "
-        "(start, middle, end windows of the main weight tensor; all-zero windows are no data)"
-    )
+    evidence["sampling"] = cmp.unsampled or _sampling(cmp)
     return Hit(
         key=f"mtp-layer-{layer}",
         fields={"layer": layer, "count": len(pairs), "module": first.module, "changes": ", ".join(clauses)},
@@ -125,6 +122,17 @@ def _hit(
         evidence=evidence,
         basis="reference",
         claims=claims,
+    )
+
+
+def _sampling(cmp: Comparison) -> str:
+    """What the sampled windows said over the whole block, e.g. "12 module(s) with the reference's
+    format and shapes sampled: 11 same, 1 differs"."""
+    said = Counter(p.sample.status for p in cmp.pairs if p.sample is not None)
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(said.items())) or "none"
+    return (
+        f"{cmp.sampled_modules} module(s) with the reference's format and shapes sampled (start, middle and end "
+        f"windows of the main weight tensor; an all-zero window is no data): {counts}"
     )
 
 
