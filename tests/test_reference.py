@@ -223,3 +223,34 @@ def test_lfs_pointers_and_short_shards_have_no_data(tmp_path):
     assert compare_windows(full, t, full, t).status == "same"
     assert compare_windows(full, t, pointer, t).reason == "model.safetensors is a Git LFS pointer"
     assert compare_windows(short, t, full, t).reason == "model.safetensors is shorter than its header says"
+
+
+@pytest.mark.parametrize(("trunk", "fires"), [("BF16", True), ("F8_E4M3", False)])
+def test_a_module_only_the_mtp_block_has_is_held_against_the_trunks_matrices(tmp_path, trunk, fires):
+    """GLM's `eh_proj` has no trunk counterpart: FP8 in a BF16 model is below the trunk, in an
+    FP8 model it is not."""
+    from mtplint.engine.evaluate import evaluate
+    from mtplint.inventory.checkpoint import load_inventory
+
+    def ckpt(root: Path, eh_proj: str, trunk: str) -> Path:
+        _tiny(root, trunk, trunk)
+        eh = [("model.layers.2.eh_proj.weight", "BF16", (256, 512))]
+        if eh_proj == "F8_E4M3":
+            eh = [("model.layers.2.eh_proj.weight", "F8_E4M3", (256, 512))]
+            eh.append(("model.layers.2.eh_proj.weight_scale_inv", "F32", (2, 4)))
+        mtp = "F8_E4M3" if trunk == "F8_E4M3" else "BF16"
+        layers = [(f"model.layers.{i}.mlp.down_proj.weight", mtp if i == 2 else trunk, (256, 256)) for i in range(3)]
+        scales = [(f"model.layers.{i}.mlp.down_proj.weight_scale_inv", "F32", (2, 2)) for i in range(3)]
+        write_sparse(root / "model.safetensors", layers + (scales if trunk == "F8_E4M3" else []) + eh)
+        return root
+
+    artifact = load_inventory(ckpt(tmp_path / "a", "F8_E4M3", trunk))
+    source = load_inventory(ckpt(tmp_path / "s", "BF16", "BF16"))
+    report = read_recorded(SOURCE)["report"]
+    findings, _ = evaluate(artifact, report, {"path": "a"}, select=["MTP019", "MTP020"], reference=source)
+    messages = [f.message for f in findings if f.code == "MTP019"]
+    if fires:
+        assert len(messages) == 1 and "below the 16 bits most of the trunk's matrices keep" in messages[0]
+        assert "model.layers.2.eh_proj" in messages[0]
+    else:
+        assert messages == []

@@ -65,7 +65,9 @@ def _why_low(p: PairedModule, min_bits: float) -> str:
     if p.bits < min_bits:
         return f"below {_fmt(min_bits)} bits"
     if p.trunk_bits is not None and p.bits < p.trunk_bits:
-        return f"below the trunk's {_fmt(p.trunk_bits)} bits for the same module"
+        if p.trunk_same_module:
+            return f"below the trunk's {_fmt(p.trunk_bits)} bits for the same module"
+        return f"below the {_fmt(p.trunk_bits)} bits most of the trunk's matrices keep"
     return ""
 
 
@@ -117,7 +119,12 @@ def _hit(
     evidence["sampling"] = cmp.unsampled or _sampling(cmp)
     return Hit(
         key=f"mtp-layer-{layer}",
-        fields={"layer": layer, "count": len(pairs), "module": first.module, "changes": ", ".join(clauses)},
+        fields={
+            "layer": "shared modules" if layer == "shared" else f"layer {layer}",
+            "count": len(pairs),
+            "module": first.module,
+            "changes": ", ".join(clauses),
+        },
         location=Location(file=first.file, tensor=first.tensor),
         evidence=evidence,
         basis="reference",

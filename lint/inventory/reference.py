@@ -15,7 +15,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -76,7 +76,10 @@ class PairedModule:
     file: str  # the artifact shard holding it
     bits: float | None  # bits per weight in the artifact
     reference_bits: float | None
-    trunk_bits: float | None  # the artifact trunk's bits for the same role (None: no such module)
+    # The artifact trunk's bits for the same role; for a module of the MTP block only (`e_proj`,
+    # `eh_proj`, `mtp.fc`), those most trunk matrices compared here keep (trunk_same_module False).
+    trunk_bits: float | None
+    trunk_same_module: bool = True
     sample: Sample | None = None  # None: not sampled (different format or shapes, or over the budget)
 
     @property
@@ -95,7 +98,6 @@ class Comparison:
     unsampled: str | None = None
     sampled_modules: int = 0
     reference_modules: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 def mtp_modules(inventory: Inventory) -> dict[str, ModuleFormat]:
@@ -108,7 +110,7 @@ def compare(artifact: Inventory, reference: Inventory, *, sample: bool = True) -
     n_artifact = num_hidden_layers(artifact.config)
     mtp = mtp_modules(artifact)
     roles = {r for m in mtp if m in ref_mtp and (r := layer_role(m)) is not None}
-    trunk = _trunk_bits_by_role(artifact, reference, roles)
+    trunk, trunk_matrices = _trunk_bits_by_role(artifact, reference, roles)
     pairs: list[PairedModule] = []
     for module, fmt in sorted(mtp.items()):
         ref = ref_mtp.get(module)
@@ -119,6 +121,10 @@ def compare(artifact: Inventory, reference: Inventory, *, sample: bool = True) -
             continue
         main = max(leaves, key=lambda t: t.nbytes)
         role = layer_role(module)
+        same_module = role is not None and role in trunk
+        trunk_bits = trunk[role] if role is not None and same_module else None
+        if not same_module and len(main.shape) >= 2:
+            trunk_bits = trunk_matrices
         pairs.append(
             PairedModule(
                 module=module,
@@ -129,7 +135,8 @@ def compare(artifact: Inventory, reference: Inventory, *, sample: bool = True) -
                 file=main.file,
                 bits=bits_per_weight(artifact, fmt, reference),
                 reference_bits=bits_per_weight(reference, ref, reference),
-                trunk_bits=trunk.get(role) if role is not None else None,
+                trunk_bits=trunk_bits,
+                trunk_same_module=same_module,
             )
         )
     out = Comparison(pairs, reference_modules=len(ref_mtp))
@@ -152,25 +159,38 @@ def weight_tensors(inventory: Inventory, fmt: ModuleFormat) -> list[TensorInfo]:
 
 
 def bits_per_weight(inventory: Inventory, fmt: ModuleFormat, reference: Inventory) -> float | None:
-    """Stored bits per logical weight: the weight tensors' bytes * 8 over the element count of
-    the same module in the reference where it is a plain float, else the kind's own width."""
+    """Stored bits per logical weight: the weight tensors' bytes * 8 over the logical element
+    count of the same module in the reference (its own count where it is a plain float, its
+    bytes over its kind's width where it is packed), else the kind's own width. Counting from
+    the reference keeps bytes that a converter only renamed or re-labelled at their width."""
     tensors = weight_tensors(inventory, fmt)
     if not tensors:
         return None
-    ref = reference.modules.get(fmt.module)
-    if ref is not None and ref.kind in _FLOAT_BITS:
-        ref_tensors = weight_tensors(reference, ref)
-        elements = sum(math.prod(t.shape) for t in ref_tensors)
-        if elements:
-            return round(sum(t.nbytes for t in tensors) * 8 / elements, 3)
+    elements = _logical_elements(reference, reference.modules.get(fmt.module))
+    if elements:
+        return round(sum(t.nbytes for t in tensors) * 8 / elements, 3)
     return KIND_BITS.get(fmt.kind)
 
 
-def _trunk_bits_by_role(artifact: Inventory, reference: Inventory, roles: set[str]) -> dict[str, float]:
+def _logical_elements(inventory: Inventory, fmt: ModuleFormat | None) -> float | None:
+    if fmt is None:
+        return None
+    tensors = weight_tensors(inventory, fmt)
+    if fmt.kind in _FLOAT_BITS:
+        return sum(math.prod(t.shape) for t in tensors) or None
+    width = KIND_BITS.get(fmt.kind)
+    return sum(t.nbytes for t in tensors) * 8 / width if width and tensors else None
+
+
+def _trunk_bits_by_role(
+    artifact: Inventory, reference: Inventory, roles: set[str]
+) -> tuple[dict[str, float], float | None]:
     """role -> the bits most trunk layers store that module with (a kept-BF16 first or last
-    layer does not decide what the trunk's precision is), for the roles asked about."""
+    layer does not decide what the trunk's precision is), for the roles asked about; and the
+    bits most of those trunk modules that are matrices keep (norms are never quantized)."""
     n = num_hidden_layers(artifact.config)
     seen: dict[str, Counter[float]] = {}
+    matrices: Counter[float] = Counter()
     for module, fmt in artifact.modules.items():
         role = layer_role(module)
         if role not in roles or is_mtp_name(module, n):
@@ -178,7 +198,14 @@ def _trunk_bits_by_role(artifact: Inventory, reference: Inventory, roles: set[st
         bits = bits_per_weight(artifact, fmt, reference)
         if bits is not None:
             seen.setdefault(role, Counter())[bits] += 1
-    return {role: max(c.items(), key=lambda kv: (kv[1], kv[0]))[0] for role, c in seen.items()}
+            if any(len(t.shape) >= 2 for t in weight_tensors(artifact, fmt)):
+                matrices[bits] += 1
+    return {role: _most_common(c) for role, c in seen.items()}, (_most_common(matrices) if matrices else None)
+
+
+def _most_common(counts: Counter[float]) -> float:
+    # A tie goes to the wider precision: the trunk is never made to look narrower than it is.
+    return max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
 
 def _sample(out: Comparison, artifact: Inventory, reference: Inventory) -> None:
