@@ -200,6 +200,8 @@ def test_reference_on_the_hub_compares_formats_without_downloading_shards(tmp_pa
         stats = hub.stats()
     assert proc.returncode == 1, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
+    schema = json.loads((Path(__file__).parent.parent / "lint" / "reporters" / "report.schema.json").read_text())
+    pytest.importorskip("jsonschema").validate(report, schema)  # basis "reference", inputs.reference
     assert report["inputs"]["reference"] == f"hf://org/glm-src@{commit}"
     [f] = [f for f in report["findings"] if f["code"] == "MTP019"]
     assert "391 bf16 -> modelopt-nvfp4 (16 -> 4 bits per weight, below 8 bits)" in f["message"]
