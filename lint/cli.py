@@ -22,6 +22,7 @@ from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
 from .exit_guard import guarded
 from .findings import SEVERITY_RANK
 from .progress import progress_reporter
+from .reference import check_usage as check_reference_usage
 from .settings import load_and_announce
 
 if TYPE_CHECKING:
@@ -99,11 +100,17 @@ def main() -> None:
     type=click.Choice(METHODS),
     help="Speculative method of --draft [read from its architectures].",
 )
+@click.option(
+    "--reference",
+    metavar="PATH",
+    help="The source checkpoint PATH was converted from (directory or hf://ORG/NAME[@REVISION]), read "
+    "header-only: report an MTP block stored below its precision or changed by the converter (MTP019, MTP020).",
+)
 @probe_options
 def check_cmd(path: tuple[str, ...], **opts: Any) -> None:
     """Lint each PATH (a checkpoint directory or hf://ORG/NAME[@REVISION]) against the probed
     vLLM. Several PATHs give one report per --format and exit with the worst code."""
-    if len(path) > 1 and (opts.get("draft") or opts.get("method")):
+    if len(path) > 1 and (opts.get("draft") or opts.get("method") or opts.get("reference")):
         sys.exit(guarded(lambda: _draft_with_many(opts, len(path)), bool(opts.get("debug"))))
     if len(path) == 1:
         sys.exit(run_check(Path(path[0]), opts))
@@ -114,6 +121,7 @@ def check_cmd(path: tuple[str, ...], **opts: Any) -> None:
 
 def _draft_with_many(opts: dict[str, Any], paths: int) -> int:
     check_draft_usage(opts, paths)  # raises: a draft belongs to one target
+    check_reference_usage(opts, paths)  # raises: a reference is one checkpoint's source
     return EXIT_BAD_INPUT
 
 
@@ -133,6 +141,7 @@ def usable_settings(path: Path, opts: dict[str, Any], *, announce: bool = True) 
     rules = load_rules()
     check_settings(s, rules, {c: r.name for c, r in rules.items()})
     check_draft_usage(s, 1)
+    check_reference_usage(s, 1)
     check_outputs(list(s["formats"] or ["text"]), list(s["outputs"]))
     return s
 

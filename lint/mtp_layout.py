@@ -105,6 +105,16 @@ def mtp_layer_index(name: str, n_hidden: int | None) -> int | None:
     return None
 
 
+def layer_role(name: str) -> str | None:
+    """A per-layer name without its layer prefix, so one layer's module can be compared with
+    the same module of any other layer, trunk or MTP (`mtp.0.ffn.experts.3.w1` and
+    `layers.5.ffn.experts.3.w1` -> `ffn.experts.3.w1`); None for a name outside any layer."""
+    for pattern in (_OWN_INDEX, _TRUNK_INDEX):
+        if m := pattern.match(name):
+            return name[m.end() :]
+    return None
+
+
 def is_mtp_name(name: str, n_hidden: int | None) -> bool:
     """True for any on-disk name of the MTP block, per-layer or shared."""
     return mtp_layer_index(name, n_hidden) is not None or bool(_SHARED_MTP.match(name))

@@ -15,6 +15,7 @@ from .errors import BadInput
 from .findings import Finding, RunResult
 from .inventory.model import Inventory
 from .probe.report import ProbeReport
+from .reference import load_reference, reference_inputs
 from .serve_command import serve_command
 
 
@@ -97,6 +98,8 @@ def _lint(
     draft = load_draft(s, _header_progress(Path(s.get("draft") or ""), progress))
     if draft:
         check_config(draft[0])  # the draft's bad values name its own config.json
+    # Header-only and never probed: vLLM does not see it, so the probe cache key need not either.
+    reference = load_reference(s, _header_progress(Path(s.get("reference") or ""), progress))
     target = probe_target(s, interpreter_path(s.get("vllm_python")))  # provisions --vllm-commit X on first use
     python = target.python
     identity = vllm_identity(python)
@@ -143,6 +146,7 @@ def _lint(
         "tensor_parallel_size": request.tensor_parallel_size,
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "patches": request.patches,
+        **reference_inputs(reference, s.get("reference")),
     }
     target_inventory = inventory
     if draft:
@@ -150,7 +154,7 @@ def _lint(
         target_name = inputs["path"]
         path, inventory = Path(s["draft"]), draft[0]
         inputs = {**inputs, "path": inventory.origin or str(path), "target": target_name, "method": draft[1]}
-    findings, evaluated = judge(path, inventory, report, inputs, request, s)
+    findings, evaluated = judge(path, inventory, report, inputs, request, s, reference=reference)
     return Linted(inventory, report, findings, evaluated, inputs, request, target_inventory)
 
 
@@ -198,16 +202,29 @@ def _header_progress(path: Path, progress: Callable[[str], None] | None) -> Call
 
 
 def judge(
-    path: Path, inventory: Inventory, report: ProbeReport, inputs: dict[str, Any], request: Any, s: dict[str, Any]
+    path: Path,
+    inventory: Inventory,
+    report: ProbeReport,
+    inputs: dict[str, Any],
+    request: Any,
+    s: dict[str, Any],
+    *,
+    reference: Inventory | None = None,
 ) -> tuple[list[Finding], list[Any]]:
     """The rule checks over one probe report: findings, with the fixes this mtplint ships
     and the exact serve command for the inputs linted. No vLLM here: the fast test tier
-    runs this on recorded reports."""
+    runs this on recorded reports. reference: the --reference checkpoint's inventory."""
     from .engine.evaluate import evaluate
     from .recommend import recommend
 
     findings, evaluated = evaluate(
-        inventory, report, inputs, select=s.get("select"), ignore=s.get("ignore"), recommend=recommend
+        inventory,
+        report,
+        inputs,
+        select=s.get("select"),
+        ignore=s.get("ignore"),
+        recommend=recommend,
+        reference=reference,
     )
     for f in findings:
         if inputs.get("target"):

@@ -43,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "suppress": (),
     "draft": None,  # command line only: a separate draft checkpoint (lint/draft.py)
     "method": None,
+    "reference": None,  # command line only: the source checkpoint of the MTP block (lint/reference.py)
 }
 FILE_KEYS = {
     "num-speculative-tokens": "num_speculative_tokens",

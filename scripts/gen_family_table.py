@@ -74,8 +74,9 @@ def _verdict(cases: list[dict[str, Any]]) -> str:
     out: list[str] = []
     for case in cases:
         what = ", ".join(sorted(case["fires"])) or "clean"
-        if case["args"]:
-            what += f" with `{' '.join(case['args'])}`"
+        args = [*case["args"], *(["--reference", case["reference_recipe"]] if case.get("reference_recipe") else [])]
+        if args:
+            what += f" with `{' '.join(args)}`"
         if case.get("vllm"):
             what += f" on {case['vllm']}"
         if what not in out:

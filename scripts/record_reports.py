@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from recorded_cases import (  # noqa: E402
     PINNED_VLLM,
-    draft_args,
+    case_args,
     load_cases,
     normalize,
     read_recorded,
@@ -43,7 +43,7 @@ def probe_case(case: dict[str, Any]) -> dict[str, Any]:
     from mtplint.settings import load_settings
 
     path = cached_build(case["recipe"])
-    args = [str(path), *case["args"], *draft_args(case), *vllm_python_args(case.get("vllm", PINNED_VLLM))]
+    args = [str(path), *case_args(case), *vllm_python_args(case.get("vllm", PINNED_VLLM))]
     args += ["-q", "--no-cache"]
     params = dict(check_cmd.make_context("check", args).params)
     params.pop("path")
@@ -54,7 +54,11 @@ def probe_case(case: dict[str, Any]) -> dict[str, Any]:
         "recipe": case["recipe"],
         "args": case["args"],
         # Paths are this machine's build directories: the fast tier fills them in again.
-        "inputs": {**linted.inputs, "path": None, **({"target": None} if "target" in linted.inputs else {})},
+        "inputs": {
+            **linted.inputs,
+            "path": None,
+            **{k: None for k in ("target", "reference") if k in linted.inputs},
+        },
         "report": normalize(linted.report.to_json()),
     }
 

@@ -3,7 +3,9 @@ and `make record` (scripts/record_reports.py).
 
 A case (tests/cases/*.toml) lints one fixture recipe with some arguments and states which
 rules fire and which stay silent; a case with `draft_recipe` lints that recipe as a separate
-draft of the target `recipe` (`mtplint TARGET --draft DRAFT`). Its recorded report is what the real vLLM probe wrote for
+draft of the target `recipe` (`mtplint TARGET --draft DRAFT`), and a case with `reference_recipe`
+compares `recipe`'s MTP block with that recipe's (`mtplint RECIPE --reference SOURCE`: the
+reference is never probed, so only the checks see it). Its recorded report is what the real vLLM probe wrote for
 it (tests/recorded/<case id>.json.xz), so the fast tier can run every case's checks
 in-process without importing vLLM; a drift test re-probes a sample and compares.
 """
@@ -72,6 +74,20 @@ def draft_args(case: dict[str, Any]) -> list[str]:
     from fixtures.build import cached_build
 
     return ["--draft", str(cached_build(case["draft_recipe"]))]
+
+
+def reference_args(case: dict[str, Any]) -> list[str]:
+    """`--reference DIR` for a case that compares its recipe with a source (`reference_recipe`)."""
+    if not case.get("reference_recipe"):
+        return []
+    from fixtures.build import cached_build
+
+    return ["--reference", str(cached_build(case["reference_recipe"]))]
+
+
+def case_args(case: dict[str, Any]) -> list[str]:
+    """Every argument a case lints its recipe with, besides the vLLM it is probed with."""
+    return [*case["args"], *draft_args(case), *reference_args(case)]
 
 
 def release_env(version: str) -> Path:

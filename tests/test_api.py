@@ -75,6 +75,7 @@ def test_options_go_through_the_cli_types(demo):
         ({"kv_cache_dtype": "fp9"}, "did you mean fp8"),
         ({"probe_timeout": -5}, "positive number of seconds"),
         ({"fail_on": "fatal"}, "fail_on: 'fatal' is not one of"),
+        ({"reference": "/nonexistent/source"}, "(the --reference checkpoint)"),
     ],
 )
 def test_bad_options_raise_what_the_cli_exits_2_for(demo, options, says):

@@ -97,6 +97,15 @@ def test_layer_group():
     assert L.layer_group("lm_head") is None
 
 
+def test_layer_role_drops_the_layer_prefix_of_trunk_and_mtp_names_alike():
+    assert L.layer_role("mtp.0.ffn.experts.3.w1") == "ffn.experts.3.w1"  # DeepSeek-V4
+    assert L.layer_role("layers.5.ffn.experts.3.w1") == "ffn.experts.3.w1"
+    assert L.layer_role("mtp.layers.0.mlp.experts.3.down_proj") == "mlp.experts.3.down_proj"  # Qwen3-Next
+    assert L.layer_role("model.layers.46.mlp.experts.3.down_proj") == "mlp.experts.3.down_proj"  # GLM
+    assert L.layer_role("model.mtp_layers.0.input_proj") == "input_proj"  # MiMo
+    assert L.layer_role("mtp.fc") is None and L.layer_role("lm_head") is None  # not in a layer
+
+
 def test_vllm_depth_is_the_declared_depth_or_the_loaders_default():
     """Qwen3-Next configs carry no depth key; vLLM 0.33.0's Qwen3NextMTP builds
     getattr(config, "num_nextn_predict_layers", 1) layers and ignores mtp_num_hidden_layers."""

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from recorded_cases import PINNED_VLLM, ROOT, assert_case, draft_args, load_cases, vllm_python_args
+from recorded_cases import PINNED_VLLM, ROOT, assert_case, case_args, load_cases, vllm_python_args
 
 from fixtures.build import cached_build
 
@@ -38,7 +38,7 @@ def lint(path: Path, args: list[str], cache: Path) -> tuple[int, dict]:
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_rule_case(case, probe_cache):
     version = case.get("vllm", PINNED_VLLM)
-    args = case["args"] + draft_args(case) + vllm_python_args(version)
+    args = case_args(case) + vllm_python_args(version)
     rc, report = lint(cached_build(case["recipe"]), args, probe_cache)
     assert_case(case, rc, report)
 

@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from recorded_cases import PINNED_VLLM, assert_case, draft_args, load_cases, read_recorded, recorded_path
+from recorded_cases import PINNED_VLLM, assert_case, case_args, load_cases, read_recorded, recorded_path
 
 from fixtures.build import cached_build
 
@@ -40,6 +40,7 @@ def _lint_recorded(case_id: str, case_json: str) -> tuple[int, dict]:
     from mtplint.inventory.checkpoint import load_inventory
     from mtplint.probe.report import ProbeReport
     from mtplint.probe.runner import ProbeRequest
+    from mtplint.reference import load_reference, reference_inputs
     from mtplint.reporters.json_report import build_report
     from mtplint.session import Linted, judge
     from mtplint.settings import load_settings
@@ -47,7 +48,7 @@ def _lint_recorded(case_id: str, case_json: str) -> tuple[int, dict]:
     record = read_recorded(case["id"])
     assert record is not None, f"no recorded report for {case['id']}: run `make record`"
     path = _built(case["recipe"])
-    params = dict(check_cmd.make_context("check", [str(path), *case["args"], *draft_args(case)]).params)
+    params = dict(check_cmd.make_context("check", [str(path), *case_args(case)]).params)
     params.pop("path")
     settings = load_settings(path, params)
     report = ProbeReport.from_json(record["report"])
@@ -56,8 +57,10 @@ def _lint_recorded(case_id: str, case_json: str) -> tuple[int, dict]:
     if case.get("draft_recipe"):  # the draft is the checkpoint linted, as in session.lint
         inputs = {**inputs, "target": str(path), "path": settings["draft"]}
         path = Path(settings["draft"])
+    reference = load_reference(settings)  # as in session.lint: read, never probed
+    inputs = {**inputs, **reference_inputs(reference, settings["reference"])}
     inventory = load_inventory(path)
-    findings, evaluated = judge(path, inventory, report, inputs, request, settings)
+    findings, evaluated = judge(path, inventory, report, inputs, request, settings, reference=reference)
     linted = Linted(inventory, report, findings, evaluated, inputs, request)
     worst = max((SEVERITY_RANK[f.severity] for f in findings), default=-1)
     rc = 1 if worst >= SEVERITY_RANK[settings["fail_on"]] else 0

@@ -16,6 +16,7 @@ from typing import Any
 from ..findings import Location
 from ..inventory.fingerprint import split_module
 from ..inventory.model import Inventory, ModuleFormat
+from ..inventory.reference import Comparison, compare
 from ..probe.report import (
     MODELS,
     Decision,
@@ -101,10 +102,14 @@ def _common_prefix_len(a: str, b: str) -> int:
 
 
 class Context:
-    def __init__(self, inventory: Inventory, report: ProbeReport, inputs: dict[str, Any]):
+    def __init__(
+        self, inventory: Inventory, report: ProbeReport, inputs: dict[str, Any], reference: Inventory | None = None
+    ):
         self.inventory = inventory
         self.report = report
         self.inputs = inputs
+        # The source checkpoint's inventory (--reference; never probed), else None.
+        self.reference = reference
         # Filled by the engine from earlier rules' hits: evidence they claimed, and the
         # finding id standing for each cause (the first registered wins).
         self._claimed: set[tuple[str, str, str | None]] = set()
@@ -388,6 +393,14 @@ class Context:
                     if d:
                         pairs[(split_module(err.tensor)[0], model, d.prefix)] = None
         return list(pairs)
+
+    @cached_property
+    def reference_comparison(self) -> Comparison | None:
+        """The MTP block against the --reference checkpoint's (read once, sampled bytes
+        included); None without a reference."""
+        if self.reference is None:
+            return None
+        return compare(self.inventory, self.reference)
 
     @cached_property
     def flow(self) -> WeightFlow:

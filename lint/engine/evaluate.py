@@ -43,13 +43,15 @@ def evaluate(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     recommend: Recommend | None = None,
+    reference: Inventory | None = None,
 ) -> tuple[list[Finding], list[Rule]]:
-    """Run the selected rules' checks over one probe report (or its JSON form, validated)."""
+    """Run the selected rules' checks over one probe report (or its JSON form, validated).
+    reference: the source checkpoint's inventory (--reference), for the rules that compare with it."""
     rules = load_rules()
     checks = load_all()
     if not isinstance(report, ProbeReport):
         report = ProbeReport.from_json(dict(report))
-    ctx = Context(inventory, report, inputs)
+    ctx = Context(inventory, report, inputs, reference=reference)
     findings: list[Finding] = []
     evaluated = selected(rules, select, ignore)
     architecture = ctx.target_architecture

@@ -8,7 +8,7 @@ from typing import Any
 from ..versions import in_range
 
 # What a rule's findings can claim, so that a catch-all rule reports only the rest.
-CLAIM_KINDS = ("load-error", "construction-error")
+CLAIM_KINDS = ("load-error", "construction-error", "reference-drift")
 
 
 @dataclass
