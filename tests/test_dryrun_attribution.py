@@ -16,7 +16,7 @@ def _attribution() -> _Attribution:
     a = _Attribution.__new__(_Attribution)
     a._current, a.current_fed, a.failed_param = None, False, None
     a.fed, a.held_back, a.params_loaded_by_loader, a._restore, a._held = {}, {}, set(), [], {}
-    a._names, a.failed_tensor, a._in_loader = {}, None, 0
+    a._names, a.failed_tensor, a._in_loader, a._alive, a._held_for = {}, None, 0, {}, {}
     return a
 
 
@@ -38,6 +38,51 @@ def test_a_tensor_held_back_until_its_partner_loads_is_read_with_it():
     gc.collect()
     assert a.held_back == {"l.0.indexer.wk.weight": "l.0.indexer.wk.weight_scale_inv"}
     assert "l.0.indexer.wk.weight" not in a.fed  # fed nothing as it is (dequantized first)
+
+
+def test_a_tensor_still_held_when_its_partner_feeds_their_module_is_read_with_it():
+    """vLLM 0.33.0 MiMoV2MTP.load_weights keeps the FP8 fused qkv weight in a local until it
+    returns: it is freed after the feed ended, but was alive when its scale's loading fed the
+    module's parameters."""
+    a = _attribution()
+    prefix = "model.mtp.layers.0.self_attn.qkv_proj"
+    a.current = f"{prefix}.weight"
+    entry = {"weight": a.hand_out(f"{prefix}.weight", _meta())}
+    a.current = f"{prefix}.weight_scale_inv"
+    entry["weight_scale_inv"] = a.hand_out(f"{prefix}.weight_scale_inv", _meta())
+    a._fed(f"{prefix}.weight")
+    a._fed(f"{prefix}.weight_scale_inv")
+    a.current = None  # the feed ended; the loader still holds both
+    del entry
+    gc.collect()
+    assert a.held_back == {f"{prefix}.weight": f"{prefix}.weight_scale_inv"}
+
+
+def test_a_tensor_kept_waiting_for_a_partner_that_never_comes_is_not_credited():
+    """vLLM 0.33.0 MiMoV2Model keeps an FP8 fused qkv weight on the module until its
+    weight_scale_inv arrives; a compressed-tensors export has a weight_scale instead, which
+    loads, and the weight is never read."""
+    a = _attribution()
+    pending = {}
+    a.current = "l.1.qkv_proj.weight"
+    pending["weight"] = a.hand_out("l.1.qkv_proj.weight", _meta())
+    a.current = "l.1.qkv_proj.weight_scale"
+    a.hand_out("l.1.qkv_proj.weight_scale", _meta())
+    a._fed("l.1.qkv_proj.weight_scale")
+    a.current = None
+    assert not a.held_back
+    del pending
+
+
+def test_a_held_tensor_of_another_module_is_not_credited():
+    a = _attribution()
+    a.current = "l.0.k_proj.weight"
+    held = a.hand_out("l.0.k_proj.weight", _meta())
+    a.current = "l.0.q_proj.weight"
+    a.hand_out("l.0.q_proj.weight", _meta())
+    a._fed("l.0.q_proj.weight")
+    assert not a.held_back
+    del held
 
 
 def test_a_tensor_skipped_when_the_loop_moves_on_is_credited_with_nothing():

@@ -124,6 +124,11 @@ class _Attribution:
         self.params_loaded_by_loader: set[str] = set()
         self._restore: list[tuple[Any, Any, bool]] = []
         self._held: dict[str, Any] = {}  # tensor name -> weakref to the meta tensor handed out
+        # Module -> the tensors of it handed out and still alive: what a loader may be holding.
+        self._alive: dict[str, set[str]] = {}
+        # Tensor -> the tensor whose loading fed its module while it was held: read with that
+        # loading if the loader lets go of it before the dry run ends.
+        self._held_for: dict[str, str] = {}
         # id() of each meta tensor handed out and still alive -> its name: a loader that takes
         # every tensor before loading any (EAGLE3's load_weights builds a dict first) loads
         # them after the feed ended, and only the tensor itself says which one it is.
@@ -162,6 +167,7 @@ class _Attribution:
 
         self._held[name] = weakref.ref(tensor, released)
         self._names[key] = name
+        self._alive.setdefault(name.rpartition(".")[0], set()).add(name)
         return tensor
 
     def _handed_out(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -181,6 +187,11 @@ class _Attribution:
         scale arrives): it was read, though it fed no parameter as it is. One freed when the
         loop merely moved on was not."""
         self._held.pop(name, None)
+        self._alive.get(name.rpartition(".")[0], set()).discard(name)
+        held_for = self._held_for.pop(name, None)
+        if held_for is not None and name not in self.fed:
+            self.held_back.setdefault(name, held_for)
+            return
         current = self._current
         if current is None or current == name or not self.current_fed or name in self.fed:
             return
@@ -192,6 +203,20 @@ class _Attribution:
             self.fed.setdefault(tensor, []).append(name)
             self.params_loaded_by_loader.add(name)
             self.current_fed = True
+            self._credit_held_siblings(name.rpartition(".")[0], tensor)
+
+    def _credit_held_siblings(self, module: str, tensor: str) -> None:
+        """Tensors of the module just fed that a loader still holds, having fed nothing
+        themselves, may have been held back for this loading: vLLM 0.31+
+        `MiMoV2MTP.load_weights` keeps the FP8 fused `qkv_proj.weight` in a local until it
+        returns, well after its scale's loading fed both parameters. Credited when the loader
+        lets go of them (`_released`); one a loader keeps waiting for a partner that never
+        comes (a pending dict on the module) was never read."""
+        if not module:  # top-level buffers (EAGLE3's d2t, t2d) share no module
+            return
+        for held in self._alive.get(module, ()):
+            if held != tensor and held not in self.fed:
+                self._held_for.setdefault(held, tensor)
 
     def _wrap(self, param: Any, name: str, loader: Any, had_own: bool) -> None:
         def attributed(*args: Any, **kwargs: Any) -> Any:
@@ -279,7 +304,9 @@ def run(
     finally:
         feed.attribution.restore()
     result.fed = feed.attribution.fed
-    result.held_back = feed.attribution.held_back
+    # A sibling credited while still held, then fed itself (EAGLE3 loads every tensor after
+    # taking them all), was read as it is.
+    result.held_back = {t: by for t, by in feed.attribution.held_back.items() if t not in result.fed}
     result.params_loaded_by_loader = feed.attribution.params_loaded_by_loader
     _attribute_elided(result)
     result.seconds = time.perf_counter() - started
