@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import BadInput, ProbeFailure
 from ..inventory.model import Inventory
+from ..launch_env import child_environ
 from . import cache, phases, workers
 from .child import platform_of
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale, terminating_signals_raise
@@ -220,7 +221,7 @@ def _run_child(
         req.update(draft_config_dir=str(draft_dir), draft_tensors_file=str(draft_tensors))
     req_file, report_file = tmp / "request.json", tmp / "report.json"
     req_file.write_text(json.dumps(req))
-    env = dict(os.environ)
+    env = child_environ()
     link_dir = tmp / "pkg"
     link_dir.mkdir()
     (link_dir / "mtplint").symlink_to(_package_dir(), target_is_directory=True)

@@ -1,0 +1,29 @@
+"""The environment a probe child and a probe worker are given: mtplint's own, less what the
+libraries mtplint imports wrote into it.
+
+torch writes `TORCHINDUCTOR_CACHE_DIR` into os.environ the first time it computes its default
+cache directory (torch/_inductor/runtime/cache_dir_utils.py), which importing compressed-tensors
+does while the declared quantization is validated. Passed on, it would make the lint of a
+compressed-tensors checkpoint ask for another probe worker than the lint of any other (the
+worker's identity includes the variables vLLM reads at import), and hand the child a cache
+directory outside its own temporary directory. The values these variables had when mtplint
+started are kept; one its imports set is dropped.
+"""
+
+from __future__ import annotations
+
+import os
+
+WRITTEN_BY_IMPORTS = ("TORCHINDUCTOR_CACHE_DIR",)
+# Read when the mtplint package is imported (lint/__init__.py), before any of those imports.
+AT_START = {name: os.environ.get(name) for name in WRITTEN_BY_IMPORTS}
+
+
+def child_environ() -> dict[str, str]:
+    env = dict(os.environ)
+    for name, value in AT_START.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
