@@ -28,15 +28,12 @@ def check_usage(s: dict[str, Any], paths: int) -> None:
 
 def load_draft(s: dict[str, Any], progress: Any = None) -> tuple[Inventory, str] | None:
     """The draft's inventory and the speculative method it is served with; None without --draft."""
-    from .inventory.checkpoint import load_inventory
+    from .inventory.checkpoint import load_companion
 
     given = s.get("draft")
     if not given:
         return None
-    try:
-        inventory = load_inventory(Path(given), progress)
-    except BadInput as e:
-        raise BadInput(f"{e} (the --draft checkpoint)", path=e.path, detail=e.detail) from None
+    inventory = load_companion(Path(given), "the --draft checkpoint", progress)
     return inventory, method_for(inventory, s.get("method"))
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from .errors import BadInput
 from .inventory.model import Inventory
 
-_WHO = "(the --reference checkpoint)"
+_ROLE = "the --reference checkpoint"
 
 
 def check_usage(s: dict[str, Any], paths: int) -> None:
@@ -34,19 +34,16 @@ def check_usage(s: dict[str, Any], paths: int) -> None:
 def load_reference(s: dict[str, Any], progress: Any = None) -> Inventory | None:
     """The reference's inventory; None without --reference. Unreadable, or without any MTP
     tensor (it cannot be the source of an MTP block): bad input naming it."""
-    from .inventory.checkpoint import load_inventory
+    from .inventory.checkpoint import load_companion
     from .inventory.reference import mtp_modules
 
     given = s.get("reference")
     if not given:
         return None
-    try:
-        inventory = load_inventory(Path(given), progress)
-    except BadInput as e:
-        raise BadInput(f"{e} {_WHO}", path=e.path, detail=e.detail) from None
+    inventory = load_companion(Path(given), _ROLE, progress)
     if not mtp_modules(inventory):
         raise BadInput(
-            f"no MTP tensors: it cannot be the source of this checkpoint's MTP block {_WHO}",
+            f"no MTP tensors: it cannot be the source of this checkpoint's MTP block ({_ROLE})",
             path=inventory.origin or str(given),
         )
     return inventory

@@ -40,6 +40,15 @@ def load_inventory(path: str | os.PathLike, progress: Progress | None = None) ->
             gc.enable()
 
 
+def load_companion(path: str | os.PathLike, role: str, progress: Progress | None = None) -> Inventory:
+    """load_inventory for a checkpoint given beside the one linted (role: "the --draft
+    checkpoint"): its bad input says which of them it is about."""
+    try:
+        return load_inventory(path, progress)
+    except BadInput as e:
+        raise BadInput(f"{e} ({role})", path=e.path, detail=e.detail) from None
+
+
 def _load(path: str | os.PathLike, progress: Progress | None) -> Inventory:
     from ..inventory.remote import hub_spec
 
