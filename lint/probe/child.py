@@ -105,6 +105,13 @@ def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     timings["import"] = 0.0 if prepared else _prepare_cold(request)
+    from .gc_pause import gc_paused
+
+    with gc_paused():  # cold or forked alike: from here on the same code on the same state
+        return _probe(request, timings, t0)
+
+
+def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> ProbeReport:
     import vllm
 
     from . import construct, kernels, matchers, phases, runtime_shim, wiring
@@ -285,8 +292,10 @@ def answer(request_path: str, report_path: str, *, prepared: bool) -> int:
     with open(request_path) as f:
         request = json.load(f)
     report = probe(request, prepared=prepared)
+    from .gc_pause import gc_paused
+
     tmp = report_path + ".tmp"
-    with open(tmp, "w") as f:
+    with gc_paused(), open(tmp, "w") as f:
         json.dump(report.to_json(), f)
     import os
 

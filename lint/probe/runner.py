@@ -28,6 +28,7 @@ from ..inventory.model import Inventory
 from ..launch_env import child_environ
 from . import cache, phases, workers
 from .child import platform_of
+from .gc_pause import gc_paused
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale, terminating_signals_raise
 from .memory_cap import format_size, tree_rss
 from .report import SCHEMA_VERSION, ProbeReport, Request
@@ -186,7 +187,8 @@ def run_probe(
     _raise_for_usage(report)
     _raise_for_environment(report)
     if use_cache:
-        cache.store(key, report)
+        with gc_paused():
+            cache.store(key, report)
     return report
 
 
@@ -277,7 +279,8 @@ def _run_child(
         tail = _tail(stderr_file)
         raise ProbeFailure(f"the vLLM probe {how}{_crash_summary(tail, request.python)}", detail=tail)
     try:
-        report = ProbeReport.from_json(json.loads(report_file.read_text()))
+        with gc_paused():  # a report holds every tensor's attribution: large and acyclic
+            report = ProbeReport.from_json(json.loads(report_file.read_text()))
     except (OSError, ValueError) as exc:
         raise ProbeFailure(f"the vLLM probe wrote no readable report ({exc})", detail=_tail(stderr_file)) from None
     report.seconds = elapsed
