@@ -212,3 +212,18 @@ def test_end_running_probes_kills_every_waited_for_child():
         for p in procs:
             if p.poll() is None:
                 p.kill()
+
+
+def test_no_cell_starts_after_a_failure():
+    """One cell at a time past the first (jobs=2): n=1 fails at once, n=2 is running and
+    finishes, n=3 and n=4 never start."""
+    from pathlib import Path
+
+    from mtplint.errors import BadInput
+    from mtplint.matrix.cells import run_matrix
+
+    log: list = []
+    lint, _ = _fake_lint({1: 0.0, 2: 0.3, 3: 0.0, 4: 0.0}, fail=frozenset({1}), log=log)
+    with pytest.raises(BadInput, match="cell n=1 failed"):
+        run_matrix(Path("x"), {}, {"vllm": ["0.33.0"], "n": [1, 2, 3, 4], "gpu": [None], "tp": [1]}, lint, jobs=2)
+    assert sorted(entry[2] for entry in log) == [1, 2]

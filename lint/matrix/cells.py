@@ -83,9 +83,10 @@ def _side_by_side(
 ) -> list[Cell]:
     """Cells on a thread pool, taken round-robin over the vLLMs so their workers start
     together. The report keeps the combinations' order; the first failing cell (in that
-    order) fails the matrix, as it would one cell at a time. Ctrl-C (or SIGTERM) kills every
-    running probe before it propagates."""
-    from concurrent.futures import ThreadPoolExecutor, wait
+    order, of those that ran) fails the matrix, as it would one cell at a time, and no cell
+    starts after a failure. Ctrl-C (or SIGTERM) kills every running probe before it
+    propagates."""
+    from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
     from ..probe.lifecycle import terminating_signals_raise
     from ..probe.runner import end_running_probes
@@ -101,17 +102,28 @@ def _side_by_side(
         return lint(path, settings[i], inventory, (lambda msg: say(f"[{label}] {msg}")) if say else None)
 
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="mtplint-cell")
-    futures = {i: pool.submit(one, i) for i in order}
+    # At most `jobs` cells submitted at a time, the next only once one ends without an error:
+    # after a failure no cell starts (the pool's own queue would start the next at once).
+    futures: dict[int, Future] = {}
+    waiting = list(order)
     try:
         with terminating_signals_raise():
-            wait(futures.values())
+            while waiting or any(not f.done() for f in futures.values()):
+                while waiting and sum(not f.done() for f in futures.values()) < jobs:
+                    if any(f.done() and f.exception() is not None for f in futures.values()):
+                        waiting.clear()  # those running finish: an earlier cell's failure still wins
+                        break
+                    i = waiting.pop(0)
+                    futures[i] = pool.submit(one, i)
+                wait([f for f in futures.values() if not f.done()], return_when=FIRST_COMPLETED)
     except BaseException:
-        for f in futures.values():
-            f.cancel()
         end_running_probes()
         pool.shutdown(wait=True)
         raise
     pool.shutdown(wait=True)
+    failed = next((futures[i].exception() for i in sorted(futures) if futures[i].exception() is not None), None)
+    if failed is not None:
+        raise failed
     return [_cell(combos[i], futures[i].result()) for i in range(len(combos))]
 
 
