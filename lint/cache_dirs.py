@@ -1,13 +1,32 @@
-"""Where mtplint keeps what it can recompute: probe reports, inventory memos, probe environments.
+"""Where mtplint keeps what it can recompute (probe reports, inventory memos, probe
+environments), and how an entry is sealed so that only this user's mtplint could have written it.
 
 `$MTPLINT_CACHE_DIR`, else `$XDG_CACHE_HOME/mtplint`, else `~/.cache/mtplint`. Every stage
 takes its own subdirectory from here, so no stage imports another for a path.
+
+A cache entry decides nothing: it only saves time. Whoever can write the cache directory (a
+shared cache, one restored by CI from a key prefix) could otherwise set verdicts by writing a
+well-formed entry under another key. So every entry read back (write_entry/read_entry) carries
+an HMAC-SHA256 over its file name (which holds the key) and its bytes, keyed by a secret kept
+outside the cache directory: `$MTPLINT_CACHE_SECRET`, else a 32-byte random file
+`$XDG_CONFIG_HOME/mtplint/cache-secret` (`~/.config/...`), created 0600 on first use. An entry
+that does not verify is a miss and is removed; without a secret, nothing is cached.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import hmac
 import os
+import secrets
+import stat
+import tempfile
 from pathlib import Path
+
+_MAGIC = b"mtplint-sealed-v1\n"
+_TAG = 32
 
 
 def cache_root() -> Path:
@@ -16,3 +35,115 @@ def cache_root() -> Path:
         return Path(root).absolute()  # the probe and its workers run from other directories
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "mtplint"
+
+
+def secret_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "mtplint" / "cache-secret"
+
+
+def secret() -> bytes | None:
+    """The key entries are sealed with; None: none can be read or made (caches are off)."""
+    given = os.environ.get("MTPLINT_CACHE_SECRET")
+    if given:
+        return hashlib.sha256(b"mtplint cache secret\0" + given.encode()).digest()
+    return _file_secret(str(secret_path()))
+
+
+@functools.lru_cache(maxsize=4)
+def _file_secret(path_str: str) -> bytes | None:
+    path = Path(path_str)
+    try:
+        return _read_secret(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_hex(32).encode())
+    except FileExistsError:
+        pass  # another mtplint made it first: read that one
+    except OSError:
+        return None
+    try:
+        return _read_secret(path)
+    except OSError:
+        return None
+
+
+def _read_secret(path: Path) -> bytes | None:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        # Only a private file of ours: one others can read or write is no secret.
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return None
+        data = f.read(4096).strip()
+    return hashlib.sha256(b"mtplint cache secret\0" + data).digest() if len(data) >= 32 else None
+
+
+def _tag(key: bytes, name: str, body: bytes) -> bytes:
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    mac.update(name.encode() + b"\0")
+    mac.update(body)
+    return mac.digest()
+
+
+def make_dir(d: Path) -> None:
+    """A cache directory only this user can read: entries name checkpoints and their paths."""
+    root = cache_root()
+    if root in d.parents:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
+def write_entry(path: Path, body: bytes) -> None:
+    """Store `body` sealed under `path` (atomic); nothing when there is no secret or no room."""
+    key = secret()
+    if key is None:
+        return
+    tmp = None
+    try:
+        make_dir(path.parent)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(_MAGIC + _tag(key, path.name, body) + body)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def read_entry(path: Path) -> bytes | None:
+    """The body stored under `path` by write_entry with this user's secret; None otherwise (an
+    entry that does not verify is removed: it would only cost a read again)."""
+    key = secret()
+    if key is None:
+        return None
+    try:
+        with path.open("rb") as f:
+            inode = os.fstat(f.fileno()).st_ino
+            blob = f.read()
+    except OSError:
+        return None
+    head = len(_MAGIC)
+    if blob[:head] == _MAGIC and len(blob) >= head + _TAG:
+        body = blob[head + _TAG :]
+        if hmac.compare_digest(blob[head : head + _TAG], _tag(key, path.name, body)):
+            return body
+    discard(path, inode)
+    return None
+
+
+def discard(path: Path, inode: int) -> None:
+    # Only the file that was read: a concurrent lint may have just replaced it with a good entry.
+    with contextlib.suppress(OSError):
+        if os.stat(path).st_ino == inode:
+            path.unlink()

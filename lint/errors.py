@@ -33,9 +33,22 @@ class MtplintError(Exception):
 
     def one_line(self) -> str:
         # Paths and messages carry names from the checkpoint: escaped, so they cannot drive the
-        # terminal or break the line.
-        msg = str(self)
-        return terminal_safe(f"{self.path}: {msg}" if self.path else msg)
+        # terminal or break the line; and clipped, so a 1,000-element value or a long key quoted
+        # by a validator cannot turn one line into kilobytes.
+        msg = clip(str(self), MAX_MESSAGE)
+        return terminal_safe(f"{clip(self.path, MAX_PATH)}: {msg}" if self.path else msg)
+
+
+MAX_MESSAGE, MAX_PATH = 480, 240
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` within `limit` characters: its start and its end, with how much was left out."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    cut = len(text) - (limit - tail - 40)
+    return f"{text[: limit - tail - 40]} [... {cut - tail} characters ...] {text[-tail:]}"
 
 
 class BadInput(MtplintError):

@@ -237,19 +237,14 @@ def print_dry_run(rendered: Any, plans: dict[str, list[Any]], failing: list[Find
 
 
 def _write(root: Path, rendered: Any) -> None:
-    from .fixer.apply import BACKUP_SUFFIX, WriteFailed, apply
+    from .fixer.apply import WriteFailed, apply
 
     try:
         written = apply(root, rendered)
     except WriteFailed as e:  # a full disk, or a file made read-only since the check: bad input, not a bug
         raise e.bad_input() from e
-    for name in written:
-        kept = (
-            f" (original kept as {name}{BACKUP_SUFFIX})"
-            if name in rendered.json and rendered.json[name][0] is not None
-            else ""
-        )
-        click.echo(f"wrote {name}{kept}")
+    for name, kept in written:
+        click.echo(f"wrote {name}" + (f" (original kept as {terminal_safe(kept.name)})" if kept is not None else ""))
 
 
 if __name__ == "__main__":  # `python -m mtplint.fix_cli PATH`, before cli.py registers the command

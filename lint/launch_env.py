@@ -7,7 +7,8 @@ does while the declared quantization is validated. Passed on, it would make the 
 compressed-tensors checkpoint ask for another probe worker than the lint of any other (the
 worker's identity includes the variables vLLM reads at import), and hand the child a cache
 directory outside its own temporary directory. The values these variables had when mtplint
-started are kept; one its imports set is dropped.
+started are kept; one its imports set is dropped. Secrets (a hub token, the cache secret) are
+never passed on.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from __future__ import annotations
 import os
 
 WRITTEN_BY_IMPORTS = ("TORCHINDUCTOR_CACHE_DIR",)
+# The probe never talks to the hub (a hub checkpoint's files are staged for it): a token has no
+# business in a child that runs vLLM's and the checkpoint's code, nor in a worker kept alive.
+HUB_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "MTPLINT_CACHE_SECRET")
 # Read when the mtplint package is imported (lint/__init__.py), before any of those imports.
 AT_START = {name: os.environ.get(name) for name in WRITTEN_BY_IMPORTS}
 
 
 def child_environ() -> dict[str, str]:
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in HUB_SECRETS}
     for name, value in AT_START.items():
         if value is None:
             env.pop(name, None)

@@ -215,15 +215,58 @@ def _size_problem(config: Mapping[str, Any], names: list[str]) -> str | None:
     return None
 
 
+# Exclusion lists, GPTQ `dynamic` rules and the like are matched against every module vLLM
+# builds, some as regexes: a list far longer than the checkpoint has modules is no mistake of
+# an exporter, and 20,006 `dynamic` keys ran the probe into its 10-minute timeout.
+RULE_LIST_FLOOR, RULE_LIST_FACTOR = 1024, 2
+
+
+def _longest_list(node: Any, key: str, depth: int = 0) -> tuple[str, int]:
+    """The longest list or mapping under a quantization config, and its dotted key."""
+    best = (key, len(node)) if isinstance(node, (list, Mapping)) else (key, 0)
+    if depth > 8:
+        return best
+    children = node.items() if isinstance(node, Mapping) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in children:
+        if isinstance(v, (list, Mapping)):
+            sub = _longest_list(v, f"{key}.{k}" if isinstance(k, str) else f"{key}[{k}]", depth + 1)
+            best = max(best, sub, key=lambda kv: kv[1])
+    return best
+
+
+def _rule_list_problem(inventory: Inventory) -> tuple[str, str] | None:
+    ceiling = max(RULE_LIST_FLOOR, RULE_LIST_FACTOR * len(inventory.modules))
+    sources = []
+    config = inventory.config
+    for prefix, c in _holders(config):
+        if isinstance(c.get("quantization_config"), Mapping):
+            sources.append((str(inventory.config_path), f"{prefix}quantization_config", c["quantization_config"]))
+    if isinstance(inventory.hf_quant_config, Mapping):
+        sources.append((str(inventory.root / "hf_quant_config.json"), "hf_quant_config", inventory.hf_quant_config))
+    for path, name, qc in sources:
+        key, size = _longest_list(qc, name)
+        if size > ceiling:
+            return path, (
+                f"{key} has {size} entries, more than max({RULE_LIST_FLOOR}, {RULE_LIST_FACTOR} x the "
+                f"{len(inventory.modules)} modules on disk) = {ceiling}: mtplint refuses it before vLLM matches "
+                "every one against every module it builds"
+            )
+    return None
+
+
 def check_config(inventory: Inventory) -> None:
     """BadInput naming config.json and the key when vLLM could not take this config, or it
-    declares far more layers than the checkpoint holds."""
+    declares far more layers than the checkpoint holds, or a quantization rule list far longer
+    than its modules."""
     config = inventory.config
     if not isinstance(config, Mapping):
         return  # the inventory reports a config.json that is not an object
     why = _problem(config) or _size_problem(config, list(inventory.tensors))
     if why:
         raise BadInput(why, path=str(inventory.config_path))
+    too_long = _rule_list_problem(inventory)
+    if too_long:
+        raise BadInput(too_long[1], path=too_long[0])
 
 
 # --- what vLLM itself said while building the config (the probe's config stage) ----------

@@ -80,7 +80,7 @@ def _lint(
     from .preflight import check_config, explain_depth_zero, raise_for_config_error
     from .probe import cache
     from .probe.memory_cap import resolve_limit
-    from .probe.runner import ProbeRequest, cache_key, check_vllm_commit, run_probe, vllm_identity
+    from .probe.runner import ProbeRequest, cache_inputs, check_vllm_commit, run_probe, vllm_identity
     from .probe.workers import idle_seconds
 
     gpu = resolve(s.get("gpu"), s.get("sm"))
@@ -136,7 +136,7 @@ def _lint(
     )
     raise_for_config_error(inventory, report.config_error)
     if fresh:
-        cache.store(cache_key(inventory, request, identity), report)
+        cache.store(cache_inputs(inventory, request, identity), report)
     explain_depth_zero(inventory, report.config_error)  # after the store: the cache keeps vLLM's words
     inputs = {
         "path": inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT

@@ -236,6 +236,8 @@ def settings_files(path: Path) -> list[SettingsFile]:
             found.append(SettingsFile(label, "checkpoint", _validated(data, label, "checkpoint")))
         break
     if own.is_file():
+        if not _inside(own, path):  # a link out of the checkpoint: never read, never echoed
+            raise BadInput("a symbolic link to a file outside the checkpoint; not read", path=str(own))
         found.append(SettingsFile(str(own), "checkpoint", _validated(_read_toml(own), str(own), "checkpoint")))
     return found
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 
 import pytest
 from mtplint.findings import Finding, Location
@@ -113,9 +114,15 @@ def test_matrix_gives_each_release_its_verdict(tmp_path):
     assert all(c["probe"]["cached"] for c in json.loads(out.read_text())["cells"]), again.stderr
 
 
-def _fake_lint(delays: dict[int, float], fail: frozenset[int] = frozenset(), log: list | None = None):
+def _fake_lint(
+    delays: dict[int, float],
+    fail: frozenset[int] = frozenset(),
+    log: list | None = None,
+    hooks: dict[int, Callable[[], None]] | None = None,
+):
     """A lint standing in for session.lint where only the scheduling is under test: it sleeps
-    per n (so cells end out of order) and tracks how many run at once."""
+    per n (so cells end out of order) and tracks how many run at once. A hook for n runs
+    before that cell ends: the tests order cells with events through it, never with sleeps."""
     import threading
     import time
     from types import SimpleNamespace
@@ -131,6 +138,8 @@ def _fake_lint(delays: dict[int, float], fail: frozenset[int] = frozenset(), log
             state["most"] = max(state["most"], state["now"])
             if log is not None:
                 log.append(("lint", s.get("vllm_commit"), n, inventory))
+        if hooks and n in hooks:
+            hooks[n]()
         time.sleep(delays[n])
         with lock:
             state["now"] -= 1
@@ -144,13 +153,54 @@ def _fake_lint(delays: dict[int, float], fail: frozenset[int] = frozenset(), log
     return lint, state
 
 
+class _Submitted:
+    """The futures run_matrix submits, in order; nth(i) waits until the i-th is submitted (a cell
+    may start running before submit() returns its future)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._futures: list = []
+        self._changed = threading.Condition()
+
+    def add(self, future) -> None:
+        with self._changed:
+            self._futures.append(future)
+            self._changed.notify_all()
+
+    def nth(self, i: int):
+        with self._changed:
+            assert self._changed.wait_for(lambda: len(self._futures) > i, timeout=60), f"cell {i} never submitted"
+            return self._futures[i]
+
+
+def _recording_pool(monkeypatch) -> _Submitted:
+    """Make run_matrix's pool record its futures, so a cell can wait for another cell's end."""
+    import concurrent.futures
+
+    submitted = _Submitted()
+    base = concurrent.futures.ThreadPoolExecutor
+
+    class Pool(base):  # type: ignore[misc, valid-type]
+        def submit(self, fn, /, *args, **kwargs):
+            future = super().submit(fn, *args, **kwargs)
+            submitted.add(future)
+            return future
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Pool)
+    return submitted
+
+
 def test_cells_side_by_side_keep_the_combinations_order_and_provision_first():
+    import threading
     from pathlib import Path
 
     from mtplint.matrix.cells import run_matrix
 
     log: list = []
-    lint, state = _fake_lint({1: 0.3, 2: 0.1, 3: 0.0}, log=log)
+    # The two n=1 cells (one per vLLM, started first) wait for each other: two run at once.
+    both_started = threading.Barrier(2, timeout=60)
+    lint, state = _fake_lint({1: 0.0, 2: 0.0, 3: 0.0}, log=log, hooks={1: both_started.wait})
     axes = {"vllm": ["0.31.0", "0.33.0"], "n": [1, 2, 3], "gpu": [None], "tp": [1]}
     inventory = object()
     cells = run_matrix(
@@ -182,15 +232,22 @@ def test_one_cell_at_a_time_with_jobs_1():
     assert len(cells) == 2 and state["most"] == 1
 
 
-def test_the_first_failing_cell_in_order_fails_the_matrix():
+def test_the_first_failing_cell_in_order_fails_the_matrix(monkeypatch):
     """n=3 fails first in time, n=2 first in the combinations' order: n=2's error is the one
     reported, as a matrix run one cell at a time would report it."""
+    from concurrent.futures import wait
     from pathlib import Path
 
     from mtplint.errors import BadInput
     from mtplint.matrix.cells import run_matrix
 
-    lint, _ = _fake_lint({1: 0.0, 2: 0.4, 3: 0.0}, fail=frozenset({2, 3}))
+    submitted = _recording_pool(monkeypatch)
+
+    def second_fails_after_the_third() -> None:
+        wait([submitted.nth(2)], timeout=60)
+        assert submitted.nth(2).exception() is not None
+
+    lint, _ = _fake_lint({1: 0.0, 2: 0.0, 3: 0.0}, fail=frozenset({2, 3}), hooks={2: second_fails_after_the_third})
     with pytest.raises(BadInput, match="cell n=2 failed"):
         run_matrix(Path("x"), {}, {"vllm": ["0.33.0"], "n": [1, 2, 3], "gpu": [None], "tp": [1]}, lint, jobs=3)
 
@@ -214,16 +271,31 @@ def test_end_running_probes_kills_every_waited_for_child():
                 p.kill()
 
 
-def test_no_cell_starts_after_a_failure():
-    """One cell at a time past the first (jobs=2): n=1 fails at once, n=2 is running and
-    finishes, n=3 and n=4 never start."""
+def test_no_cell_starts_after_a_failure(monkeypatch):
+    """One cell at a time past the first (jobs=2): n=1 fails once n=2 is running, n=2 finishes
+    only after n=1's failure is final, and n=3 and n=4 never start. Events order the cells,
+    so the test holds on a loaded machine (a sleep-ordered version failed 5 of 30 runs)."""
+    import threading
+    from concurrent.futures import wait
     from pathlib import Path
 
     from mtplint.errors import BadInput
     from mtplint.matrix.cells import run_matrix
 
+    submitted = _recording_pool(monkeypatch)
+    second_running = threading.Event()
+
+    def first_fails_once_the_second_runs() -> None:
+        assert second_running.wait(timeout=60)
+
+    def second_ends_after_the_first() -> None:
+        second_running.set()
+        wait([submitted.nth(0)], timeout=60)
+
     log: list = []
-    lint, _ = _fake_lint({1: 0.0, 2: 0.3, 3: 0.0, 4: 0.0}, fail=frozenset({1}), log=log)
+    hooks = {1: first_fails_once_the_second_runs, 2: second_ends_after_the_first}
+    lint, _ = _fake_lint({1: 0.0, 2: 0.0, 3: 0.0, 4: 0.0}, fail=frozenset({1}), log=log, hooks=hooks)
     with pytest.raises(BadInput, match="cell n=1 failed"):
         run_matrix(Path("x"), {}, {"vllm": ["0.33.0"], "n": [1, 2, 3, 4], "gpu": [None], "tp": [1]}, lint, jobs=2)
+    assert submitted.nth(0).done()
     assert sorted(entry[2] for entry in log) == [1, 2]

@@ -1,6 +1,7 @@
-"""Probe cache entries carry their key, the schema version and a checksum; anything that does
-not validate is a miss and is removed, so a poisoned entry can neither make a broken
-checkpoint pass nor fail every run until the cache is cleared (issue 16, item 4)."""
+"""Probe cache entries are sealed with this user's secret and carry the inputs their key was
+computed from, the schema version and a checksum; anything that does not validate is a miss
+and is removed, so a poisoned or forged entry can neither make a broken checkpoint pass nor
+fail every run until the cache is cleared (issue 16 item 4, issue 25 item 1)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from mtplint.cache_dirs import read_entry, write_entry
 from mtplint.probe import cache
 from mtplint.probe.report import (
     REPORT_SCHEMA,
@@ -27,8 +29,10 @@ from fixtures.build import cached_build
 
 MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
 RECIPE = "glm45-air-nvfp4-eh-proj-quantized"  # errors (MTP002, MTP003): exit 1, ~15 s cold
-KEY = "a" * 64
-OTHER_KEY = "b" * 64
+CLEAN_RECIPE = "glm45-air-nvfp4-clean"  # the same family, clean: exit 0
+INPUTS = {"schema": SCHEMA_VERSION, "vllm": ["0.33.0", None, "py"], "target": {"inventory": "a" * 64}}
+OTHER_INPUTS = {**INPUTS, "target": {"inventory": "b" * 64}}
+KEY = cache.key_of(INPUTS)
 
 
 def minimal_report() -> ProbeReport:
@@ -45,7 +49,7 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
     return tmp_path / "probe"
 
 
-def poisons(key: str, good_entry: bytes) -> dict[str, bytes]:
+def poisons(inputs: dict, good_entry: bytes) -> dict[str, bytes]:
     """What the fault audit put in the cache, and what else a damaged entry can look like."""
     good = gzip.decompress(good_entry)
     header, _, payload = good.partition(b"\n")
@@ -59,14 +63,17 @@ def poisons(key: str, good_entry: bytes) -> dict[str, bytes]:
         "empty-list": gzip.compress(b"[]"),
         "wrong-structure": gzip.compress(json.dumps(wrong).encode()),
         # Well-formed envelopes (right key, version and checksum) around what is no probe report:
-        "enveloped-empty-object": cache.envelope(key, {}),
-        "enveloped-list": cache.envelope(key, []),
-        "enveloped-wrong-structure": cache.envelope(key, wrong),
-        "enveloped-unknown-field": cache.envelope(key, {**report, "params_hit": []}),
-        "enveloped-missing-field": cache.envelope(key, {k: v for k, v in report.items() if k != "load"}),
-        "enveloped-older-report": cache.envelope(key, {**report, "schema": "mtplint/probe/v1"}),
+        "enveloped-empty-object": cache.envelope(inputs, {}),
+        "enveloped-list": cache.envelope(inputs, []),
+        "enveloped-wrong-structure": cache.envelope(inputs, wrong),
+        "enveloped-unknown-field": cache.envelope(inputs, {**report, "params_hit": []}),
+        "enveloped-missing-field": cache.envelope(inputs, {k: v for k, v in report.items() if k != "load"}),
+        "enveloped-older-report": cache.envelope(inputs, {**report, "schema": "mtplint/probe/v1"}),
+        "enveloped-report-of-another-vllm": cache.envelope(
+            inputs, {**report, "vllm": {"version": "0.1", "commit": None}}
+        ),
         "unversioned-report": gzip.compress(payload),  # the pre-envelope format: a bare report
-        "entry-of-another-key": cache.encode(OTHER_KEY if key != OTHER_KEY else KEY, ProbeReport.from_json(report)),
+        "entry-of-other-inputs": cache.encode(OTHER_INPUTS, ProbeReport.from_json(report)),
         "truncated-gzip": good_entry[: len(good_entry) // 2],
         "checksum-mismatch": gzip.compress(header + b"\n" + flipped),
         "other-schema-version": gzip.compress(other_version + b"\n" + payload),
@@ -78,27 +85,80 @@ def test_round_trip_keeps_key_order(cache_dir):
     report = minimal_report()
     # Checks iterate these dicts: their order is part of the report.
     report.load = {"target": LoadResult(), "draft": LoadResult(fed={"z.weight": ["b"], "a.weight": ["a"]})}
-    cache.store(KEY, report)
-    loaded = cache.load(KEY)
+    cache.store(INPUTS, report)
+    loaded = cache.load(INPUTS)
     assert loaded == report and loaded.to_json() == report.to_json()
     assert list(loaded.load) == ["target", "draft"] and list(loaded.load["draft"].fed) == ["z.weight", "a.weight"]
     assert not list(cache_dir.glob("*.tmp"))
 
 
-@pytest.mark.parametrize("name", sorted(poisons(KEY, cache.encode(KEY, minimal_report()))))
-def test_invalid_entry_is_a_miss_and_removed(cache_dir, name):
-    cache_dir.mkdir(parents=True)
+@pytest.mark.parametrize("name", sorted(poisons(INPUTS, cache.encode(INPUTS, minimal_report()))))
+def test_invalid_entry_is_a_miss_and_removed_even_when_sealed(cache_dir, name):
+    """Sealed with this user's own secret (a bug of ours, not a forgery): the content is
+    checked all the same."""
     path = cache.entry_path(KEY)
-    path.write_bytes(poisons(KEY, cache.encode(KEY, minimal_report()))[name])
-    assert cache.load(KEY) is None
+    write_entry(path, poisons(INPUTS, cache.encode(INPUTS, minimal_report()))[name])
+    assert path.exists()
+    assert cache.load(INPUTS) is None
     assert not path.exists()
 
 
+def test_an_unsealed_entry_is_a_miss_whatever_it_holds(cache_dir):
+    """What anyone who can write the cache directory can make: a perfect entry for these inputs
+    (right name, inputs, schema and checksum), without the secret."""
+    cache_dir.mkdir(parents=True)
+    path = cache.entry_path(KEY)
+    path.write_bytes(cache.encode(INPUTS, minimal_report()))
+    assert cache.load(INPUTS) is None and not path.exists()
+
+
+def test_an_entry_sealed_with_another_secret_or_moved_to_another_name_is_a_miss(cache_dir, monkeypatch):
+    monkeypatch.setenv("MTPLINT_CACHE_SECRET", "one secret of at least a few words")
+    cache.store(INPUTS, minimal_report())
+    monkeypatch.setenv("MTPLINT_CACHE_SECRET", "another secret, another user")
+    assert cache.load(INPUTS) is None
+    monkeypatch.setenv("MTPLINT_CACHE_SECRET", "one secret of at least a few words")
+    cache.store(INPUTS, minimal_report())
+    moved = cache.entry_path(cache.key_of(OTHER_INPUTS))
+    cache.entry_path(KEY).rename(moved)  # the seal covers the name: a re-keyed entry fails it
+    assert cache.load(OTHER_INPUTS) is None
+
+
+def test_without_a_secret_nothing_is_cached(cache_dir, monkeypatch, tmp_path):
+    config = tmp_path / "config"
+    config.mkdir(mode=0o500)  # the secret cannot be made here
+    monkeypatch.delenv("MTPLINT_CACHE_SECRET", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    if os.geteuid() == 0:
+        (config / "mtplint").write_text("a file where the secret's directory would be")
+    cache.store(INPUTS, minimal_report())
+    assert cache.load(INPUTS) is None and not cache.entry_path(KEY).exists()
+
+
+def test_a_secret_file_others_can_read_is_no_secret(tmp_path, monkeypatch):
+    from mtplint import cache_dirs
+
+    monkeypatch.delenv("MTPLINT_CACHE_SECRET", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert cache_dirs.secret() is not None
+    path = cache_dirs.secret_path()
+    assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
+    path.chmod(0o644)
+    cache_dirs._file_secret.cache_clear()
+    assert cache_dirs.secret() is None
+
+
+def test_cache_directories_are_private(cache_dir):
+    cache.store(INPUTS, minimal_report())
+    assert cache_dir.stat().st_mode & 0o777 == 0o700
+    assert cache_dir.parent.stat().st_mode & 0o777 == 0o700
+
+
 def test_missing_or_unreadable_entry_is_a_plain_miss(cache_dir):
-    assert cache.load(KEY) is None
+    assert cache.load(INPUTS) is None
     cache_dir.mkdir(parents=True)
     cache.entry_path(KEY).mkdir()  # not a file: left alone, not an error
-    assert cache.load(KEY) is None and cache.entry_path(KEY).is_dir()
+    assert cache.load(INPUTS) is None and cache.entry_path(KEY).is_dir()
 
 
 # -- a real lint re-probes past every poisoned entry -------------------------------------------
@@ -121,33 +181,54 @@ def warm(tmp_path_factory) -> tuple[Path, Path, dict, bytes]:
     report = json.loads(proc.stdout)
     assert report["summary"]["error"] > 0 and report["probe"]["cached"] is False
     (entry,) = (root / "probe").glob("*.json.gz")
-    return ckpt, entry, report, entry.read_bytes()
+    return ckpt, entry, report, read_entry(entry) or b""
 
 
-POISONS_E2E = ["empty-object", "enveloped-list", "enveloped-wrong-structure", "entry-of-another-key", "truncated-gzip"]
+def _inputs(entry_body: bytes) -> dict:
+    return json.loads(gzip.decompress(entry_body).partition(b"\n")[0])["inputs"]
+
+
+POISONS_E2E = ["empty-object", "enveloped-list", "enveloped-wrong-structure", "entry-of-other-inputs", "truncated-gzip"]
 
 
 @pytest.mark.probe
 @pytest.mark.parametrize("name", POISONS_E2E)
 def test_lint_reprobes_past_a_poisoned_entry(warm, name):
     ckpt, entry, baseline, good = warm
-    key = entry.name.removesuffix(".json.gz")
-    bad = poisons(key, good)[name]
-    entry.write_bytes(bad)
+    bad = poisons(_inputs(good), good)[name]
+    write_entry(entry, bad)
     proc = lint(ckpt, entry.parent.parent)
     assert proc.returncode == 1, proc.stderr  # `{}` used to pass (exit 0), `[]` to fail (exit 3)
     report = json.loads(proc.stdout)
     assert report["probe"]["cached"] is False  # probed again
     assert report["findings"] == baseline["findings"]
-    assert entry.read_bytes() != bad  # the poisoned file is gone, replaced by a valid entry
-    assert cache.decode(key, entry.read_bytes()).schema == REPORT_SCHEMA
+    assert read_entry(entry) != bad  # the poisoned file is gone, replaced by a valid entry
+    assert cache.decode(_inputs(good), read_entry(entry) or b"").schema == REPORT_SCHEMA
 
 
 @pytest.mark.probe
 def test_valid_entry_is_a_hit(warm):
     ckpt, entry, baseline, good = warm
-    entry.write_bytes(good)
+    write_entry(entry, good)
     proc = lint(ckpt, entry.parent.parent)
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert report["probe"]["cached"] is True and report["findings"] == baseline["findings"]
+
+
+@pytest.mark.probe
+def test_a_clean_checkpoints_report_rekeyed_onto_a_broken_one_decides_nothing(warm, tmp_path):
+    """The audit's attack (issue 25 item 1): a clean checkpoint's well-formed report put in the
+    broken checkpoint's entry, with the broken one's inputs and a recomputed checksum (anyone
+    can compute both), but no seal: the broken checkpoint still lints broken."""
+    ckpt, entry, baseline, good = warm
+    clean = lint(cached_build(CLEAN_RECIPE), entry.parent.parent)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    (clean_entry,) = [e for e in (entry.parent).glob("*.json.gz") if e != entry]
+    clean_body = read_entry(clean_entry) or b""
+    payload = json.loads(gzip.decompress(clean_body).partition(b"\n")[2])
+    entry.write_bytes(cache.envelope(_inputs(good), payload))  # forged: right name, inputs, checksum
+    proc = lint(ckpt, entry.parent.parent)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # was 0 before entries were sealed
+    report = json.loads(proc.stdout)
+    assert report["probe"]["cached"] is False and report["findings"] == baseline["findings"]

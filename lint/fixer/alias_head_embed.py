@@ -50,7 +50,7 @@ def plan(
         summary=f"new shard {SHARD}: {names} ({total / 2**30:.2f} GiB copied from "
         f"{', '.join(sorted({t.source_file for t in new}))})",
     )
-    return [shard, _index_change(inventory, new, total)]
+    return [shard, _index_change(inventory, new)]
 
 
 def _alias_tensors(inventory: Inventory) -> list[NewTensor]:
@@ -71,7 +71,7 @@ def _alias_tensors(inventory: Inventory) -> list[NewTensor]:
     return new
 
 
-def _index_change(inventory: Inventory, new: list[NewTensor], total: int) -> Change:
+def _index_change(inventory: Inventory, new: list[NewTensor]) -> Change:
     """The index entries mapping the aliases to the new shard: an edit of the checkpoint's
     index, or a new index where it has none."""
     if inventory.index_path is not None:
@@ -79,20 +79,20 @@ def _index_change(inventory: Inventory, new: list[NewTensor], total: int) -> Cha
         def edit(doc: dict[str, Any]) -> None:
             wm = doc.setdefault("weight_map", {})
             wm.update({t.name: SHARD for t in new})
-            meta = doc.setdefault("metadata", {})
-            if isinstance(meta.get("total_size"), int):
-                meta["total_size"] += total
 
         return Change(
-            fix=ID, file=INDEX_NAME, edit=edit, summary=f"{INDEX_NAME}: map {len(new)} alias tensor(s) to {SHARD}"
+            fix=ID,
+            file=INDEX_NAME,
+            edit=edit,
+            tensor_bytes={t.name: t.nbytes for t in new},
+            summary=f"{INDEX_NAME}: map {len(new)} alias tensor(s) to {SHARD}",
         )
     # Single-file checkpoints: an index makes loaders that need one for several files
     # (transformers) find the new shard; vLLM globs *.safetensors either way.
     existing = {n: t.file for n, t in inventory.tensors.items()}
-    size = sum(t.nbytes for t in inventory.tensors.values())
 
     def create(doc: dict[str, Any]) -> None:
-        doc["metadata"] = {"total_size": size + total}
+        doc["metadata"] = {"total_size": 0}
         doc["weight_map"] = {**existing, **{t.name: SHARD for t in new}}
 
     return Change(
@@ -100,5 +100,6 @@ def _index_change(inventory: Inventory, new: list[NewTensor], total: int) -> Cha
         file=INDEX_NAME,
         edit=create,
         create=True,
+        tensor_bytes={**{n: t.nbytes for n, t in inventory.tensors.items()}, **{t.name: t.nbytes for t in new}},
         summary=f"{INDEX_NAME}: new index over {len(inventory.shards)} shard(s) + {SHARD}",
     )

@@ -3,7 +3,8 @@
 Every file is replaced atomically (temp file in the same directory, fsync, os.replace,
 fsync of the directory), and in dependency order: new shards first (nothing references
 them yet), then the index that references them, then the config files. Each existing
-file is copied to `<name>.mtplint-orig` before its first change, never over an older copy.
+file is copied to `<name>.mtplint-orig` before its first change, never over an older copy:
+when that name holds other bytes, the current ones go to `<name>.mtplint-orig.N`.
 
 Everything that can be checked before the first write is (workdir.targets: a link out of the
 checkpoint, an unwritable directory, an immutable file), so a refused plan changes nothing; a
@@ -81,26 +82,58 @@ def copy_into(fd: int, src: Path) -> None:
         os.fsync(f.fileno())
 
 
-def keep_original(path: Path) -> Path | None:
-    """Copy `path` to `<path>.mtplint-orig` unless that exists; hard-linking the finished
-    copy into place is what makes "never overwrite" atomic."""
+def backup_path(path: Path) -> Path | None:
+    """Where keep_original keeps `path`'s current bytes: `<name>.mtplint-orig` while that name
+    is free; None when it, or a numbered sibling, already holds exactly these bytes (nothing
+    would be lost); else the first free `<name>.mtplint-orig.N`. A backup that is already
+    there (an earlier fix's, one shipped with the checkpoint, one planted) is never taken as
+    a copy of bytes it does not hold."""
     if not path.exists():
         return None
-    backup = path.with_name(path.name + BACKUP_SUFFIX)
-    if backup.exists():
-        return backup
+    first = path.with_name(path.name + BACKUP_SUFFIX)
+    candidates = [first, *(path.with_name(f"{first.name}.{n}") for n in range(1, 10_000))]
+    current: bytes | None = None
+    for candidate in candidates:
+        if not os.path.lexists(candidate):
+            return candidate
+        if candidate.is_symlink() or not candidate.is_file():
+            continue  # never read through a link: it only takes its name
+        if current is None:
+            current = path.read_bytes()
+        if _same_bytes(candidate, current):
+            return None
+    raise OSError(errno.EEXIST, f"{first.name} and 9,999 numbered backups beside it exist")
+
+
+def _same_bytes(path: Path, data: bytes) -> bool:
+    try:
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
+
+
+def keep_original(path: Path) -> Path | None:
+    """Copy `path` to backup_path(path) (None: its bytes are already kept); hard-linking the
+    finished copy into place is what makes "never overwrite" atomic."""
+    backup = backup_path(path)
+    if backup is None:
+        return None
     fd, tmp = temp_in(path.parent, backup.name, like=path)
     try:
         copy_into(fd, path)
-        try:
-            os.link(tmp, backup)
-        except FileExistsError:
-            pass  # another run kept it first: that copy is the older, keep it
-        except OSError as e:
-            if e.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
-                raise
-            if not backup.exists():  # no hard links here: fall back to a rename
-                os.replace(tmp, backup)
+        while backup is not None:
+            try:
+                os.link(tmp, backup)
+                break
+            except FileExistsError:
+                backup = backup_path(path)  # another run took that name: kept by it, or the next one
+            except OSError as e:
+                if e.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
+                    raise
+                if not os.path.lexists(backup):  # no hard links here: fall back to a rename
+                    os.replace(tmp, backup)
+                    break
+                backup = backup_path(path)
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
@@ -205,23 +238,24 @@ class WriteFailed(OSError):
         return BadInput(f"cannot {self.step}: {reason(self.cause)}; {state}", path=str(self.path))
 
 
-def apply(root: Path, rendered: Rendered) -> list[str]:
-    """Write the plan; returns the files written, in order. Raises BadInput before the first
-    write for a plan that cannot be written, and WriteFailed when a write fails."""
+def apply(root: Path, rendered: Rendered) -> list[tuple[str, Path | None]]:
+    """Write the plan; returns the files written, in order, each with where its bytes before
+    were kept (None: a new file, or its bytes were already kept). Raises BadInput before the
+    first write for a plan that cannot be written, and WriteFailed when a write fails."""
     order = write_order(rendered)
     paths = targets(root, order)
-    written: list[str] = []
+    written: list[tuple[str, Path | None]] = []
     for name in order:
-        path, step = paths[name], "write the new shard"
+        path, step, kept = paths[name], "write the new shard", None
         try:
             if name in rendered.shards:
                 write_shard(root, name, rendered.shards[name], path=path)
             else:
                 step = f"keep the original as {name}{BACKUP_SUFFIX}"
-                keep_original(root / name)
+                kept = keep_original(root / name)
                 step = "replace it"
                 write_atomic(path, rendered.json[name][1].encode("utf-8"))
         except OSError as e:
-            raise WriteFailed(name, path, step, e, written) from e
-        written.append(name)
+            raise WriteFailed(name, path, step, e, [n for n, _ in written]) from e
+        written.append((name, kept))
     return written

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..findings import Finding
-from .apply import BACKUP_SUFFIX, copy_into, fsync_dir, temp_in, write_order
+from .apply import backup_path, copy_into, fsync_dir, temp_in, write_order
 from .plan import Change, Rendered
 from .workdir import TEMP_SUFFIX, targets
 
@@ -27,7 +27,7 @@ from .workdir import TEMP_SUFFIX, targets
 class _Saved:
     path: Path  # the file the write replaces or creates (a symlink's target inside the checkpoint)
     saved: Path | None  # its content before the write; None: the write creates it
-    backup: Path | None  # the `.mtplint-orig` the write creates; None: none, or one was there already
+    backup: Path | None  # the backup the write creates (apply.backup_path); None: none
 
 
 class Journal:
@@ -44,14 +44,8 @@ class Journal:
         entries: list[_Saved] = []
         try:
             for name, path in targets(root, order).items():
-                backup = root / (name + BACKUP_SUFFIX)
-                entries.append(
-                    _Saved(
-                        path=path,
-                        saved=_save(path) if path.exists() else None,
-                        backup=backup if backups and name in rendered.json and not backup.exists() else None,
-                    )
-                )
+                backup = backup_path(root / name) if backups and name in rendered.json else None
+                entries.append(_Saved(path=path, saved=_save(path) if path.exists() else None, backup=backup))
         except BaseException:
             cls(entries).discard()
             raise

@@ -28,6 +28,7 @@ class KnownShards:
         for shard, ts in inventory.unindexed.items():
             self._headers[shard] = None if ts is None else {t.name: t for t in ts}
         self._other = list(inventory.other_indexes)
+        self._leftovers = list(inventory.fix_leftovers)
         self._origin = inventory.origin or str(inventory.root)
 
     def listing(self) -> set[str]:
@@ -35,6 +36,9 @@ class KnownShards:
 
     def other_indexes(self) -> list[str]:
         return list(self._other)
+
+    def fix_leftovers(self) -> list[str]:
+        return list(self._leftovers)
 
     def where(self, name: str) -> str:
         return f"{self._origin}/{name}"

@@ -3,7 +3,7 @@
 An exporter that writes the MTP layer to a sidecar file (mtp.safetensors, with or without its own
 mtp.safetensors.index.json) leaves model.safetensors.index.json without it, and vLLM loads only the
 shards that index names. The tensors are already on disk: adding them to the weight_map (and their
-bytes to metadata.total_size) is the whole fix; no shard is written.
+bytes to metadata.total_size, settled by plan.render) is the whole fix; no shard is written.
 """
 
 from __future__ import annotations
@@ -38,15 +38,11 @@ def plan(
         adding.update((t.name, t) for t in tensors if t.name not in named and t.name not in adding)
     if not adding:
         return []
-    total = sum(t.nbytes for t in adding.values())
 
     def edit(doc: dict[str, Any]) -> None:
         wm = doc.setdefault("weight_map", {})
         for name in sorted(adding):
             wm[name] = adding[name].file
-        meta = doc.get("metadata")
-        if isinstance(meta, dict) and isinstance(meta.get("total_size"), int):
-            meta["total_size"] += total
 
     files = sorted({t.file for t in adding.values()})
     return [
@@ -55,6 +51,7 @@ def plan(
             file=INDEX_NAME,
             edit=edit,
             notes=notes,
+            tensor_bytes={n: t.nbytes for n, t in adding.items()},
             summary=f"{INDEX_NAME}: weight_map += {len(adding)} tensors of {', '.join(files)}",
         )
     ]

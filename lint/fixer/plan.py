@@ -49,6 +49,9 @@ class Change:
     # Rule code -> why the re-lint is expected to report it once this change is made (it
     # still counts: the artifact is not servable with MTP, and the user should know why).
     expects: dict[str, str] = field(default_factory=dict)
+    # Index changes: the bytes of each tensor the change may name in the weight_map, from which
+    # render() settles metadata.total_size once, over the final map (see settle_total_size).
+    tensor_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def is_shard(self) -> bool:
@@ -110,6 +113,7 @@ def render(root: Path, changes: list[Change]) -> Rendered:
     docs: dict[str, dict[str, Any]] = {}
     olds: dict[str, str | None] = {}
     shards: dict[str, list[NewTensor]] = {}
+    sizes: dict[str, dict[str, int]] = {}
     for ch in changes:
         if ch.is_shard:
             shards.setdefault(ch.file, []).extend(ch.tensors)
@@ -119,14 +123,40 @@ def render(root: Path, changes: list[Change]) -> Rendered:
             old = None if ch.create and not path.exists() else path.read_text(encoding="utf-8")
             olds[ch.file] = old
             docs[ch.file] = json.loads(old) if old is not None else {}
+        if ch.tensor_bytes:
+            sizes.setdefault(ch.file, {}).update(ch.tensor_bytes)
         if ch.edit is not None:
             ch.edit(docs[ch.file])
+    for name, known in sizes.items():
+        old = olds[name]
+        settle_total_size(json.loads(old) if old is not None else {}, docs[name], known)
     out = {}
     for name, doc in docs.items():
         new = dump_json(doc, olds[name])
         if new != olds[name]:
             out[name] = (olds[name], new)
     return Rendered(json=out, shards=shards)
+
+
+def settle_total_size(before: dict[str, Any], after: dict[str, Any], nbytes: dict[str, int]) -> None:
+    """metadata.total_size of an edited index, from its final weight_map: the total before, plus
+    the bytes of each name the map gained, minus those of each it lost. Never a sum of what
+    each fix added: two fixes naming one tensor (a killed fix's shard, then repaired by both
+    the alias fix and the unindexed-shard fix) count it once. A new index sums its map. The
+    total is left as it is when a name's size is unknown or the index never had one."""
+    meta = after.get("metadata")
+    old_map, new_map = before.get("weight_map"), after.get("weight_map")
+    if not isinstance(meta, dict) or not isinstance(new_map, dict):
+        return
+    old_names = set(old_map) if isinstance(old_map, dict) else set()
+    old_meta = before.get("metadata")
+    total = old_meta.get("total_size") if isinstance(old_meta, dict) else (0 if not before else None)
+    if not isinstance(total, int) or isinstance(total, bool) or "total_size" not in meta:
+        return
+    gained, lost = set(new_map) - old_names, old_names - set(new_map)
+    if any(n not in nbytes for n in gained | lost):
+        return
+    meta["total_size"] = total + sum(nbytes[n] for n in gained) - sum(nbytes[n] for n in lost)
 
 
 # --- dotted config keys ("quantization_config.ignore", "text_config.num_nextn_predict_layers")

@@ -18,9 +18,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..errors import BadInput
+from ..inventory.fix_files import LOCK_NAME, TEMP_SUFFIX
 
-LOCK_NAME = ".mtplint-fix.lock"
-TEMP_SUFFIX = ".mtplint-tmp"  # every temp file apply.py makes: ".<name>.<random>.mtplint-tmp"
+__all__ = ["LOCK_NAME", "TEMP_SUFFIX", "fix_lock", "reason", "remove_leftovers", "targets"]
 
 _REASONS = {
     errno.EROFS: "the file system is read-only",

@@ -95,12 +95,14 @@ def _from_memo_or_read(
             hf_quant_config=hf_quant,
             declared=declared,
             origin=origin,
+            fix_leftovers=source.fix_leftovers(),
             **hit,
         )
     inventory = _read_layout(root, config, config_path, hf_quant, declared, progress, source)
     inventory.origin = origin
     if sig:
         memo.store(sig, inventory)
+    inventory.fix_leftovers = source.fix_leftovers()
     return inventory
 
 

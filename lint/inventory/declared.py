@@ -8,6 +8,7 @@ the GPU (DeepSeek-V4, gpt-oss) go in details["vllm_method"].
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
 from typing import Any
@@ -114,12 +115,12 @@ def _parse_compressed_tensors(qc: dict, key: str, where: str) -> DeclaredQuant:
     import hashlib
     import json
 
-    from ..cache_dirs import cache_root
+    from ..cache_dirs import cache_root, read_entry, write_entry
 
     digest = hashlib.sha256(json.dumps([key, qc], sort_keys=True, default=str).encode()).hexdigest()
     memo = cache_root() / "declared" / f"{digest}.json"
     try:
-        d = json.loads(memo.read_text())
+        d = json.loads(read_entry(memo) or b"")
         return DeclaredQuant(
             method=d["method"],
             source=d["source"],
@@ -130,24 +131,15 @@ def _parse_compressed_tensors(qc: dict, key: str, where: str) -> DeclaredQuant:
     except (OSError, ValueError, KeyError):
         pass
     declared = _validate_compressed_tensors(qc, key, where)
-    try:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_suffix(".tmp")
-        tmp.write_text(
-            json.dumps(
-                {
-                    "method": declared.method,
-                    "source": declared.source,
-                    "exclusions": declared.exclusions,
-                    "exclusion_key": declared.exclusion_key,
-                    "details": declared.details,
-                },
-                default=str,
-            )
-        )
-        tmp.replace(memo)
-    except OSError:
-        pass
+    with contextlib.suppress(TypeError, ValueError):
+        body = {
+            "method": declared.method,
+            "source": declared.source,
+            "exclusions": declared.exclusions,
+            "exclusion_key": declared.exclusion_key,
+            "details": declared.details,
+        }
+        write_entry(memo, json.dumps(body, default=str).encode())
     return declared
 
 

@@ -69,6 +69,9 @@ class Inventory:
     unindexed: dict[str, list[TensorInfo] | None] = field(default_factory=dict)
     # *.safetensors.index.json files besides model.safetensors.index.json: vLLM reads none of them.
     other_indexes: list[str] = field(default_factory=list)
+    # Files an interrupted `mtplint fix` left at the top level (inventory.fix_files): never
+    # memoized, they come and go without changing anything the memo is keyed on.
+    fix_leftovers: list[str] = field(default_factory=list)
     # "hf://ORG/NAME@COMMIT" for a hub repository (root is then the local snapshot of its small
     # files); None for a local directory.
     origin: str | None = None

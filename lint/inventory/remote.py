@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
+from .fix_files import is_fix_leftover
 from .model import TensorInfo
 from .safetensors_header import header_length, parse_shard_header
 from .shard_source import _is_other_index
@@ -161,6 +162,9 @@ class HubShards:
 
     def other_indexes(self) -> list[str]:
         return sorted(n for n in self.repo.files if "/" not in n and _is_other_index(n))
+
+    def fix_leftovers(self) -> list[str]:
+        return sorted(n for n in self.repo.files if "/" not in n and is_fix_leftover(n))
 
     def where(self, name: str) -> str:
         return self.repo.where(name)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import BadInput
+from .fix_files import is_fix_leftover
 from .lfs import raise_for_pointers
 from .model import TensorInfo
 from .safetensors_header import read_header
@@ -20,6 +21,9 @@ class ShardSource(Protocol):
 
     def other_indexes(self) -> list[str]:
         """*.safetensors.index.json files other than model.safetensors.index.json (vLLM reads none)."""
+
+    def fix_leftovers(self) -> list[str]:
+        """Top-level files an interrupted `mtplint fix` left (its lock, its temp files)."""
 
     def where(self, name: str) -> str:
         """How errors and reports name the file."""
@@ -42,6 +46,13 @@ class LocalShards:
         try:
             with os.scandir(self.root) as it:
                 return sorted(e.name for e in it if _is_other_index(e.name))
+        except OSError:
+            return []
+
+    def fix_leftovers(self) -> list[str]:
+        try:
+            with os.scandir(self.root) as it:
+                return sorted(e.name for e in it if is_fix_leftover(e.name))
         except OSError:
             return []
 

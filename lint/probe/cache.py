@@ -1,9 +1,11 @@
 """On-disk cache of probe reports, so a repeated lint of the same inputs skips vLLM.
 
-An entry is gzip of one header line and the report: the header names the entry's key, the
-schema version and the sha256 of the report bytes that follow (compact JSON).
-Anything that does not validate, in content or in shape (ProbeReport.from_json), is a miss
-and is removed: a cache entry must never decide a lint's outcome, only save the probe's time.
+An entry is sealed (cache_dirs.write_entry: an HMAC with this user's secret over the entry's
+name and bytes) gzip of one header line and the report. The header names the entry's key, the
+schema version, the sha256 of the report bytes that follow (compact JSON) and the inputs the
+key was computed from; a read recomputes those inputs from the lint at hand and compares them.
+Anything that does not verify, in seal, inputs, content or shape (ProbeReport.from_json), is a
+miss and is removed: a cache entry must never decide a lint's outcome, only save the probe's time.
 """
 
 from __future__ import annotations
@@ -11,13 +13,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Any
 
-from ..cache_dirs import cache_root
+from ..cache_dirs import cache_root, read_entry, write_entry
 from .report import SCHEMA_VERSION, ProbeReport
 
 _FORMAT = "mtplint-probe-cache"
@@ -31,24 +31,35 @@ def cache_dir() -> Path:
     return cache_root() / "probe"
 
 
+def key_of(inputs: dict[str, Any]) -> str:
+    """The entry's name for these inputs (what runner.cache_inputs computed)."""
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def entry_path(key: str) -> Path:
     return cache_dir() / f"{key}.json.gz"
 
 
-def encode(key: str, report: ProbeReport) -> bytes:
-    return envelope(key, report.to_json())
+def encode(inputs: dict[str, Any], report: ProbeReport) -> bytes:
+    return envelope(inputs, report.to_json())
 
 
-def envelope(key: str, payload_json: Any) -> bytes:
-    """An entry for `key` around any JSON value (encode() puts a report in it)."""
+def envelope(inputs: dict[str, Any], payload_json: Any) -> bytes:
+    """An entry for `inputs` around any JSON value (encode() puts a report in it)."""
     # Key order is kept, not sorted: checks iterate these dicts, and a hit must lint as the probe did.
     payload = json.dumps(payload_json, separators=(",", ":")).encode()
-    header = {"format": _FORMAT, "key": key, "schema": SCHEMA_VERSION, "sha256": hashlib.sha256(payload).hexdigest()}
-    return gzip.compress(json.dumps(header).encode() + b"\n" + payload, compresslevel=1)
+    header = {
+        "format": _FORMAT,
+        "key": key_of(inputs),
+        "schema": SCHEMA_VERSION,
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "inputs": inputs,
+    }
+    return gzip.compress(json.dumps(header, sort_keys=True).encode() + b"\n" + payload, compresslevel=1)
 
 
-def decode(key: str, blob: bytes) -> ProbeReport:
-    """The report in an entry written by encode() for `key`; _Invalid (a ValueError) otherwise."""
+def decode(inputs: dict[str, Any], blob: bytes) -> ProbeReport:
+    """The report in an entry written by encode() for `inputs`; _Invalid (a ValueError) otherwise."""
     raw = gzip.decompress(blob)
     head, sep, payload = raw.partition(b"\n")
     if not sep:
@@ -56,52 +67,34 @@ def decode(key: str, blob: bytes) -> ProbeReport:
     header = json.loads(head)
     if not isinstance(header, dict) or header.get("format") != _FORMAT:
         raise _Invalid("not a probe cache entry")
-    if header.get("key") != key:
-        raise _Invalid("entry of another key")
+    if header.get("key") != key_of(inputs) or header.get("inputs") != json.loads(json.dumps(inputs)):
+        raise _Invalid("entry of other inputs")
     if header.get("schema") != SCHEMA_VERSION:
         raise _Invalid(f"schema {header.get('schema')!r:.20}")
     if header.get("sha256") != hashlib.sha256(payload).hexdigest():
         raise _Invalid("checksum mismatch")
-    return ProbeReport.from_json(json.loads(payload))  # ValueError naming the bad field
+    report = ProbeReport.from_json(json.loads(payload))  # ValueError naming the bad field
+    vllm = inputs.get("vllm") or [None, None]
+    if [report.vllm.version, report.vllm.commit] != list(vllm[:2]):
+        raise _Invalid("report of another vLLM")
+    return report
 
 
-def load(key: str) -> ProbeReport | None:
-    path = entry_path(key)
+def load(inputs: dict[str, Any]) -> ProbeReport | None:
+    path = entry_path(key_of(inputs))
+    blob = read_entry(path)
+    if blob is None:
+        return None  # absent, unreadable or not sealed by this user: probe again
     try:
-        with path.open("rb") as f:
-            inode = os.fstat(f.fileno()).st_ino
-            blob = f.read()
-    except OSError:
-        return None  # absent or unreadable: probe again
-    try:
-        return decode(key, blob)
+        return decode(inputs, blob)
     except (OSError, EOFError, ValueError, RecursionError, zlib.error):
-        _discard(path, inode)
+        path.unlink(missing_ok=True)
         return None
 
 
-def _discard(path: Path, inode: int) -> None:
-    # Only the file that was read: a concurrent lint may have just replaced it with a good entry.
+def store(inputs: dict[str, Any], report: ProbeReport) -> None:
     try:
-        if os.stat(path).st_ino == inode:
-            path.unlink()
-    except OSError:
-        pass
-
-
-def store(key: str, report: ProbeReport) -> None:
-    d = cache_dir()
-    tmp = None
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        data = encode(key, report)
-        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, entry_path(key))
-        tmp = None
-    except OSError:
-        pass  # a cache that cannot be written only costs time
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+        data = encode(inputs, report)
+    except (TypeError, ValueError):
+        return
+    write_entry(entry_path(key_of(inputs)), data)

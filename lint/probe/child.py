@@ -235,7 +235,13 @@ def _dry_run_loads(report: ProbeReport, built: Any, request: dict[str, Any], sep
         label = "the target" if name == "target" else ("the draft" if separate else "the MTP draft")
         phases.emit(f"dry-run load of {label} ({len(tensors[name]):,} checkpoint tensors on meta)")
         with set_current_vllm_config(built.vllm_config):
-            run = dryrun.run(model, tensors[name], mtp_completeness=(name == "draft"), elide=report.request.elide)
+            run = dryrun.run(
+                model,
+                tensors[name],
+                mtp_completeness=(name == "draft"),
+                elide=report.request.elide,
+                tp=report.request.tensor_parallel_size,
+            )
         report.timings[f"load_{name}"] = time.perf_counter() - t
         report.load[name] = run.to_report()
     if separate and "target" in report.load:

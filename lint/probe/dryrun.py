@@ -89,6 +89,7 @@ class DryRun:
     # Checkpoint tensor -> the name a vLLM WeightsMapper dropped it under (mapped to None).
     discarded: dict[str, str] = field(default_factory=dict)
     held_back: dict[str, str] = field(default_factory=dict)  # tensor -> the tensor whose loading read it
+    truncated: dict[str, list[int]] = field(default_factory=dict)  # tensor -> [elements copied, elements]
     seconds: float = 0.0
 
     def to_report(self) -> LoadResult:
@@ -101,6 +102,7 @@ class DryRun:
             elided=Elision(tensors=len(self.elided), groups=len(set(self.elided.values())), rule=ELISION_RULE),
             discarded=self.discarded,
             held_back=self.held_back,
+            truncated=self.truncated,
         )
 
 
@@ -137,6 +139,8 @@ class _Attribution:
         self._in_loader = 0
         # A parameter's storage -> its name: a copy into it, a slice of it or its .data is a copy into it.
         self._storages: dict[int, str] = {}
+        # Checkpoint tensor -> elements copied from it (or a view of it) into parameters.
+        self.copied: dict[str, int] = {}
         for name, param in model.named_parameters(remove_duplicate=False):
             original = getattr(param, "weight_loader", None)
             had_own = original is not None
@@ -254,6 +258,8 @@ class _Attribution:
 
         def copy_(dest: Any, *args: Any, **kwargs: Any) -> Any:
             out = original(dest, *args, **kwargs)
+            with contextlib.suppress(Exception):
+                self._count_copied(dest, args[0] if args else kwargs.get("src"))
             if not self._in_loader and self._current is not None:
                 with contextlib.suppress(Exception):
                     name = self._storages.get(dest.untyped_storage()._cdata)
@@ -266,6 +272,19 @@ class _Attribution:
             yield
         finally:
             torch.Tensor.copy_ = original  # type: ignore[method-assign]
+
+    def _count_copied(self, dest: Any, src: Any) -> None:
+        """Elements of a handed-out checkpoint tensor (through any view of it: the narrow() a
+        weight loader takes) copied into a parameter's storage."""
+        if src is None or self._storages.get(dest.untyped_storage()._cdata) is None:
+            return
+        numel, root = src.numel(), src
+        while root is not None:
+            name = self._names.get(id(root))
+            if name is not None:
+                self.copied[name] = self.copied.get(name, 0) + numel
+                return
+            root = getattr(root, "_base", None)
 
     def restore(self) -> None:
         for param, loader, had_own in self._restore:
@@ -287,9 +306,15 @@ def _completeness_switch() -> Any:
 
 
 def run(
-    model: Any, tensors: list[tuple[str, str, list[int]]], *, mtp_completeness: bool = False, elide: bool = True
+    model: Any,
+    tensors: list[tuple[str, str, list[int]]],
+    *,
+    mtp_completeness: bool = False,
+    elide: bool = True,
+    tp: int = 1,
 ) -> DryRun:
-    """Feed `tensors` (name, dtype, shape) to model.load_weights; resume after errors."""
+    """Feed `tensors` (name, dtype, shape) to model.load_weights; resume after errors. `tp`:
+    the tensor-parallel size the model was built for (this is rank 0 of it)."""
     import time
 
     started = time.perf_counter()
@@ -308,6 +333,7 @@ def run(
     # taking them all), was read as it is.
     result.held_back = {t: by for t, by in feed.attribution.held_back.items() if t not in result.fed}
     result.params_loaded_by_loader = feed.attribution.params_loaded_by_loader
+    result.truncated = _truncated(feed.tensors, feed.attribution.copied, tp)
     _attribute_elided(result)
     result.seconds = time.perf_counter() - started
     return result
@@ -434,6 +460,21 @@ def _replay_for_completeness(model: Any, clean: list[tuple[str, str, list[int]]]
         result.completeness_error = error_record(exc)
 
 
+def _truncated(tensors: list[tuple[str, str, list[int]]], copied: dict[str, int], tp: int) -> dict[str, list[int]]:
+    """Tensors of which some, but less than a rank's share (1/tp), reached parameters through
+    copies of views of them. A tensor copied not at all (dequantized first, written another
+    way) is not judged: nothing says which of its elements were used."""
+    out: dict[str, list[int]] = {}
+    for name, _dtype, shape in tensors:
+        n = copied.get(name, 0)
+        numel = 1
+        for d in shape:
+            numel *= d
+        if n > 0 and n * tp < numel:
+            out[name] = [n, numel]
+    return out
+
+
 def _attribute_elided(result: DryRun) -> None:
     """Each elided tensor fed, and failed, as the representative it was elided like."""
     errors_by_tensor = {e.tensor: e for e in result.errors if e.tensor}
@@ -444,5 +485,7 @@ def _attribute_elided(result: DryRun) -> None:
             result.discarded[name] = result.discarded[rep]
         if rep in result.held_back:
             result.held_back[name] = result.held_back[rep]
+        if rep in result.truncated:
+            result.truncated[name] = list(result.truncated[rep])
         if rep in errors_by_tensor:
             result.errors.append(dataclasses.replace(errors_by_tensor[rep], tensor=name, elided_like=rep))

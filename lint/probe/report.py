@@ -128,6 +128,11 @@ class LoadResult:
     # partner arrived (DeepSeek-V3.2's FP8 indexer `wk` waits for its scale), so it fed no
     # parameter as it is.
     held_back: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    # Checkpoint tensor -> [elements its loading copied into parameters on this rank, elements
+    # it holds], for a tensor of which less than 1/TP reached a parameter: the loader narrow()ed
+    # it to a parameter smaller than the tensor (a config that under-states head counts or
+    # sizes) and dropped the rest without an error.
+    truncated: dict[str, list[int]] = field(default_factory=dict, metadata=OMIT_EMPTY)
 
 
 @dataclass

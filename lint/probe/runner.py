@@ -137,30 +137,34 @@ def check_vllm_commit(wanted: str | None, identity: dict[str, Any]) -> None:
     )
 
 
-def cache_key(inventory: Inventory, request: ProbeRequest, identity: dict[str, Any]) -> str:
-    h = hashlib.sha256()
-    h.update(f"schema {SCHEMA_VERSION}".encode())
-    h.update(json.dumps([identity.get("version"), identity.get("commit"), identity.get("python")]).encode())
-    h.update(inventory.config_path.read_bytes())
-    if inventory.hf_quant_config is not None:
-        h.update(json.dumps(inventory.hf_quant_config, sort_keys=True).encode())
-    h.update(inventory.digest.encode())
-    if request.draft_inventory is not None:
-        draft = request.draft_inventory
-        h.update(b"draft")
-        h.update(draft.config_path.read_bytes())
-        h.update(json.dumps(draft.hf_quant_config, sort_keys=True).encode())
-        h.update(draft.digest.encode())
-    h.update(json.dumps(request.key_fields(), sort_keys=True).encode())
-    h.update(_source_digest().encode())
-    return h.hexdigest()
+def cache_inputs(inventory: Inventory, request: ProbeRequest, identity: dict[str, Any]) -> dict[str, Any]:
+    """What a probe report depends on, as digests: the cache entry's name is their hash, and
+    the entry keeps them so a read compares them with the lint at hand (probe.cache)."""
+
+    def checkpoint(inv: Inventory) -> dict[str, Any]:
+        return {
+            "config_sha256": hashlib.sha256(inv.config_path.read_bytes()).hexdigest(),
+            "quant_sha256": hashlib.sha256(json.dumps(inv.hf_quant_config, sort_keys=True).encode()).hexdigest(),
+            "inventory": inv.digest,
+        }
+
+    draft = request.draft_inventory
+    return {
+        "schema": SCHEMA_VERSION,
+        "vllm": [identity.get("version"), identity.get("commit"), identity.get("python")],
+        "target": checkpoint(inventory),
+        "draft": checkpoint(draft) if draft is not None else None,
+        "request": json.loads(json.dumps(request.key_fields(), sort_keys=True)),
+        "probe_source": _source_digest(),
+    }
 
 
 def _source_digest() -> str:
     """The probe's own code is part of the key: a changed probe must not serve old reports."""
     h = hashlib.sha256()
-    for p in sorted((_package_dir() / "probe").glob("*.py")) + sorted((_package_dir() / "patches").glob("*.py")):
-        h.update(p.name.encode())
+    pkg = _package_dir()
+    for p in sorted((pkg / "probe").rglob("*.py")) + sorted((pkg / "patches").rglob("*.py")):
+        h.update(str(p.relative_to(pkg)).encode())
         h.update(p.read_bytes())
     return h.hexdigest()
 
@@ -174,9 +178,9 @@ def run_probe(
     progress: Callable[[str], None] | None = None,
 ) -> ProbeReport:
     identity = identity or vllm_identity(request.python)
-    key = cache_key(inventory, request, identity)
+    inputs = cache_inputs(inventory, request, identity)
     if use_cache:
-        hit = cache.load(key)
+        hit = cache.load(inputs)
         if hit is not None:
             hit.cached = True
             return hit
@@ -188,7 +192,7 @@ def run_probe(
     _raise_for_environment(report)
     if use_cache:
         with gc_paused():
-            cache.store(key, report)
+            cache.store(inputs, report)
     return report
 
 

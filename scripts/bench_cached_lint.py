@@ -1,0 +1,62 @@
+"""Time the everyday loop: a repeated `mtplint PATH` whose probe report and inventory come from
+the cache (pre-commit, fix, re-lint), beside a bare `python -c pass` and the bare import of
+mtplint's CLI measured in the same run. Prints numbers, asserts nothing.
+
+    .venv/bin/python scripts/bench_cached_lint.py [--runs 7] [--recipes dsv4-flash-w4a16-bf16mtp dsv3-fp8-official]
+
+The first lint of each recipe (probe, cache store) is not timed. Medians of --runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for fixtures/
+
+from fixtures.build import cached_build
+
+
+def timed(argv: list[str], env: dict[str, str], runs: int) -> tuple[float, int]:
+    times, rc = [], 0
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        rc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), rc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--recipes", nargs="*", default=["dsv4-flash-w4a16-bf16mtp", "dsv3-fp8-official"])
+    args = ap.parse_args()
+    py = sys.executable
+    with tempfile.TemporaryDirectory(prefix="mtplint-bench-") as cache:
+        env = dict(os.environ, MTPLINT_CACHE_DIR=cache, MTPLINT_ENVS_DIR=os.environ.get("MTPLINT_ENVS_DIR", ""))
+        if not env["MTPLINT_ENVS_DIR"]:
+            env.pop("MTPLINT_ENVS_DIR")
+        bare, _ = timed([py, "-c", "pass"], env, args.runs)
+        imported, _ = timed([py, "-c", "import mtplint.cli"], env, args.runs)
+        print(f"python -c pass            {bare:6.3f} s")
+        print(f"import mtplint.cli        {imported:6.3f} s  ({imported / bare:.1f}x bare)")
+        for recipe in args.recipes:
+            path = cached_build(recipe)
+            argv = [py, "-m", "mtplint.cli_main", str(path), "-q"]
+            t0 = time.perf_counter()
+            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            first = time.perf_counter() - t0
+            cached, rc = timed(argv, env, args.runs)
+            print(
+                f"{recipe:<25} {cached:6.3f} s cached (exit {rc}; first lint {first:.1f} s; {cached / bare:.1f}x bare)"
+            )
+
+
+if __name__ == "__main__":
+    main()
