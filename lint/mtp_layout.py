@@ -125,17 +125,22 @@ def is_mtp_name(name: str, n_hidden: int | None) -> bool:
 _HEAD_PARTS = 5
 
 
-def layers_present(names: Iterable[str], n_hidden: int | None) -> set[int]:
-    """Every MTP layer index some name belongs to. Asked once per distinct name head: a
-    checkpoint holds hundreds of thousands of names under a few hundred heads."""
-    found: set[int] = set()
-    seen: set[str] = set()
+def name_heads(names: Iterable[str]) -> set[str]:
+    """The distinct name heads (first _HEAD_PARTS components) of these names: every MTP
+    question about a name is answered by its head. A head is its own head."""
+    heads: set[str] = set()
     for name in names:
         parts = name.split(".", _HEAD_PARTS)
-        head = ".".join(parts[:_HEAD_PARTS]) + "." if len(parts) > _HEAD_PARTS else name
-        if head in seen:
-            continue
-        seen.add(head)
+        heads.add(".".join(parts[:_HEAD_PARTS]) + "." if len(parts) > _HEAD_PARTS else name)
+    return heads
+
+
+def layers_present(names: Iterable[str], n_hidden: int | None) -> set[int]:
+    """Every MTP layer index some name belongs to. Asked once per distinct name head: a
+    checkpoint holds hundreds of thousands of names under a few hundred heads (pass
+    Inventory.name_heads where the names are a checkpoint's: computed once per lint)."""
+    found: set[int] = set()
+    for head in name_heads(names):
         i = mtp_layer_index(head, n_hidden)
         if i is not None:
             found.add(i)

@@ -187,7 +187,7 @@ def _layers_on_disk(names: Iterable[str]) -> int:
     return max((int(m.group(1)) + 1 for n in names if (m := _LAYER_INDEX.search(n))), default=0)
 
 
-def _size_problem(config: Mapping[str, Any], names: list[str]) -> str | None:
+def _size_problem(config: Mapping[str, Any], names: Iterable[str]) -> str | None:
     n = num_hidden_layers(config)
     if n is not None:
         on_disk = _layers_on_disk(names)
@@ -261,7 +261,7 @@ def check_config(inventory: Inventory) -> None:
     config = inventory.config
     if not isinstance(config, Mapping):
         return  # the inventory reports a config.json that is not an object
-    why = _problem(config) or _size_problem(config, list(inventory.tensors))
+    why = _problem(config) or _size_problem(config, inventory.name_heads)
     if why:
         raise BadInput(why, path=str(inventory.config_path))
     too_long = _rule_list_problem(inventory)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -53,8 +54,8 @@ def poisons(inputs: dict, good_entry: bytes) -> dict[str, bytes]:
     """What the fault audit put in the cache, and what else a damaged entry can look like."""
     good = gzip.decompress(good_entry)
     header, _, payload = good.partition(b"\n")
-    flipped = payload.replace(b'"schema"', b'"schemb"', 1)
-    report = json.loads(payload)
+    flipped = payload.replace(b"schema", b"schemb", 1)
+    report = marshal.loads(payload)
     wrong = {**report, "load": [], "models": 1}
     other_version = header.replace(f'"schema": {SCHEMA_VERSION}'.encode(), b'"schema": 0')
     assert other_version != header
@@ -62,6 +63,7 @@ def poisons(inputs: dict, good_entry: bytes) -> dict[str, bytes]:
         "empty-object": gzip.compress(b"{}"),
         "empty-list": gzip.compress(b"[]"),
         "wrong-structure": gzip.compress(json.dumps(wrong).encode()),
+        "not-marshal": gzip.compress(header + b"\n" + b"\xff\x00garbage"),
         # Well-formed envelopes (right key, version and checksum) around what is no probe report:
         "enveloped-empty-object": cache.envelope(inputs, {}),
         "enveloped-list": cache.envelope(inputs, []),
@@ -226,7 +228,7 @@ def test_a_clean_checkpoints_report_rekeyed_onto_a_broken_one_decides_nothing(wa
     assert clean.returncode == 0, clean.stdout + clean.stderr
     (clean_entry,) = [e for e in (entry.parent).glob("*.json.gz") if e != entry]
     clean_body = read_entry(clean_entry) or b""
-    payload = json.loads(gzip.decompress(clean_body).partition(b"\n")[2])
+    payload = marshal.loads(gzip.decompress(clean_body).partition(b"\n")[2])
     entry.write_bytes(cache.envelope(_inputs(good), payload))  # forged: right name, inputs, checksum
     proc = lint(ckpt, entry.parent.parent)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # was 0 before entries were sealed

@@ -380,12 +380,16 @@ class Context:
         pairs: dict[tuple[str, str, str], None] = {}
         for model in MODELS:
             load = self.load(model)
-            for tensor, params in load.fed.items():
-                ondisk = split_module(tensor)[0]
+            prefixes: dict[str, str | None] = {}  # parameter -> its module's construction prefix
+            for tensor, params, module_format in self.fed_formats(model):
+                ondisk = module_format.module if module_format is not None else split_module(tensor)[0]
                 for p in params:
-                    d = self.decision_for_module_path(model, p.rpartition(".")[0])
-                    if d:
-                        pairs[(ondisk, model, d.prefix)] = None
+                    prefix = prefixes.get(p, "")
+                    if prefix == "":
+                        d = self.decision_for_module_path(model, p.rpartition(".")[0])
+                        prefix = prefixes[p] = d.prefix if d else None
+                    if prefix is not None:
+                        pairs[(ondisk, model, prefix)] = None
             for err in load.errors:
                 missing = err.tensor and (err.param or self.missing_param_in(err))
                 if err.tensor and missing:

@@ -23,7 +23,7 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
     key, expected = mtp_layout.vllm_depth(cfg)
     err = ctx.load("draft").completeness_error
     fed = mtp_layout.depth_on_disk(ctx.fed("draft"), cfg)
-    on_disk = mtp_layout.depth_on_disk(_names_on_disk(ctx), cfg)
+    on_disk = mtp_layout.depth_on_disk(ctx.inventory.name_heads, cfg)
     shipped = max(fed, on_disk)
     if err is None and shipped >= expected:
         return []
@@ -59,14 +59,6 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
             provides=[Cause("mtp-missing")],
         )
     ]
-
-
-def _names_on_disk(ctx: Context) -> list[str]:
-    """Every tensor name in the checkpoint's shards, those the index leaves out included."""
-    names = list(ctx.inventory.tensors)
-    for tensors in ctx.inventory.unindexed.values():
-        names.extend(t.name for t in tensors or ())
-    return names
 
 
 def _remedy(key: str, shipped: int) -> str:

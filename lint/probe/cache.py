@@ -1,9 +1,11 @@
 """On-disk cache of probe reports, so a repeated lint of the same inputs skips vLLM.
 
 An entry is sealed (cache_dirs.write_entry: an HMAC with this user's secret over the entry's
-name and bytes) gzip of one header line and the report. The header names the entry's key, the
-schema version, the sha256 of the report bytes that follow (compact JSON) and the inputs the
-key was computed from; a read recomputes those inputs from the lint at hand and compares them.
+name and bytes) gzip of one JSON header line and the report. The header names the entry's key,
+the schema version, the sha256 of the report bytes that follow and the inputs the key was
+computed from. The report is the JSON value ProbeReport.to_json() gives, in marshal (a large
+report decodes ~5x faster than from JSON text, and only sealed bytes are ever decoded). A read
+recomputes those inputs from the lint at hand and compares them.
 Anything that does not verify, in seal, inputs, content or shape (ProbeReport.from_json), is a
 miss and is removed: a cache entry must never decide a lint's outcome, only save the probe's time.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import marshal
 import zlib
 from pathlib import Path
 from typing import Any
@@ -46,8 +49,8 @@ def encode(inputs: dict[str, Any], report: ProbeReport) -> bytes:
 
 def envelope(inputs: dict[str, Any], payload_json: Any) -> bytes:
     """An entry for `inputs` around any JSON value (encode() puts a report in it)."""
-    # Key order is kept, not sorted: checks iterate these dicts, and a hit must lint as the probe did.
-    payload = json.dumps(payload_json, separators=(",", ":")).encode()
+    # Key order is kept (marshal keeps it): checks iterate these dicts, and a hit must lint as the probe did.
+    payload = marshal.dumps(payload_json)
     header = {
         "format": _FORMAT,
         "key": key_of(inputs),
@@ -73,7 +76,7 @@ def decode(inputs: dict[str, Any], blob: bytes) -> ProbeReport:
         raise _Invalid(f"schema {header.get('schema')!r:.20}")
     if header.get("sha256") != hashlib.sha256(payload).hexdigest():
         raise _Invalid("checksum mismatch")
-    report = ProbeReport.from_json(json.loads(payload))  # ValueError naming the bad field
+    report = ProbeReport.from_json(marshal.loads(payload))  # ValueError naming the bad field
     vllm = inputs.get("vllm") or [None, None]
     if [report.vllm.version, report.vllm.commit] != list(vllm[:2]):
         raise _Invalid("report of another vLLM")
@@ -87,7 +90,7 @@ def load(inputs: dict[str, Any]) -> ProbeReport | None:
         return None  # absent, unreadable or not sealed by this user: probe again
     try:
         return decode(inputs, blob)
-    except (OSError, EOFError, ValueError, RecursionError, zlib.error):
+    except (OSError, EOFError, ValueError, TypeError, RecursionError, zlib.error):
         path.unlink(missing_ok=True)
         return None
 
