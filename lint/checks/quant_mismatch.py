@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from typing import Any
 
 from ..findings import Location
 from ..inventory.fingerprint import split_module
@@ -135,21 +136,32 @@ def quantized_layer_fed_unquantized(ctx: Context, options: None) -> list[Hit]:
     return hits
 
 
+def _quantized_decision_of(ctx: Context, model: str, param: str) -> Any:
+    """The quantized decision of the module that registers `param` itself; None for a param of
+    an unquantized module or of a sub-part (router, norm) of a quantized block."""
+    module = param.rsplit(".", 1)[0]
+    decision = ctx.decision_for_module_path(model, module)
+    if decision is None or not is_quantized_method(decision.method) or decision.module_path != module:
+        return None
+    return decision
+
+
 def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]:
     """No error, still wrong: a 16-bit weight copied into a quantized layer's weight slot
     (same shape for per-tensor/block FP8), its scales never loaded."""
     hits: dict[str, Hit] = {}
     for model in MODELS:
+        quantized_owner: dict[str, Any] = {}  # parameter -> the quantized decision owning it, or None
         for tensor, params, disk in ctx.fed_formats(model):
             if disk is None or disk.quantized or not tensor.endswith(".weight"):
                 continue
             for p in params:
-                module = p.rsplit(".", 1)[0]
-                decision = ctx.decision_for_module_path(model, module)
-                if decision is None or not is_quantized_method(decision.method):
+                if p not in quantized_owner:
+                    quantized_owner[p] = _quantized_decision_of(ctx, model, p)
+                decision = quantized_owner[p]
+                if decision is None:
                     continue
-                if decision.module_path != module:
-                    continue  # a sub-part (router, norm) of a quantized block
+                module = decision.module_path
                 key = f"{model}:{decision.prefix}"
                 if key in seen or key in hits:
                     continue
@@ -230,21 +242,18 @@ def _silent_unquantized_fed_quantized(ctx: Context) -> dict[str, Hit]:
     """No error: the packed weight landed in an unquantized parameter and its scales in nothing."""
     hits: dict[str, Hit] = {}
     for model in MODELS:
+        plain: dict[str, Any] = {}  # parameter -> (dtype, class, module, decision) of a 16/32-bit unquantized one
         for tensor, params, disk in ctx.fed_formats(model):
             if disk is None or not disk.quantized or not tensor.endswith(".weight"):
                 continue
-            if _dequantized_on_load(ctx, model, tensor, disk.suffixes):
-                continue
             for p in params:
-                param_dtype, module_class = _param_info(ctx, model, p)
-                if param_dtype not in ("bfloat16", "float16", "float32"):
+                if p not in plain:
+                    plain[p] = _unquantized_wide_param(ctx, model, p)
+                if plain[p] is None:
                     continue
-                module = p.rsplit(".", 1)[0]
-                decision = ctx.decision_for_module_path(model, module)
-                if decision is not None and is_quantized_method(decision.method):
-                    continue
+                param_dtype, module_class, module, decision = plain[p]
                 key = f"{model}:{module}"
-                if key in hits:
+                if key in hits or _dequantized_on_load(ctx, model, tensor, disk.suffixes):
                     continue
                 hits[key] = Hit(
                     key=key,
@@ -266,6 +275,19 @@ def _silent_unquantized_fed_quantized(ctx: Context) -> dict[str, Hit]:
                     because=[Cause("exclusion-overbroad", (model, decision.prefix))] if decision else [],
                 )
     return hits
+
+
+def _unquantized_wide_param(ctx: Context, model: str, param: str) -> Any:
+    """(dtype, module class, module, decision) of a BF16/FP16/FP32 parameter of a module vLLM
+    built unquantized; None otherwise."""
+    param_dtype, module_class = _param_info(ctx, model, param)
+    if param_dtype not in ("bfloat16", "float16", "float32"):
+        return None
+    module = param.rsplit(".", 1)[0]
+    decision = ctx.decision_for_module_path(model, module)
+    if decision is not None and is_quantized_method(decision.method):
+        return None
+    return param_dtype, module_class, module, decision
 
 
 def _owner_class(ctx: Context, model: str, module: str) -> str | None:

@@ -88,7 +88,8 @@ def _from_memo_or_read(
     config_path = root / "config.json"
     hit = memo.load(sig) if sig else None
     if hit is not None:
-        return Inventory(
+        heads = hit.pop("name_heads")
+        inventory = Inventory(
             root=root,
             config=config,
             config_path=config_path,
@@ -98,6 +99,8 @@ def _from_memo_or_read(
             fix_leftovers=source.fix_leftovers(),
             **hit,
         )
+        inventory.__dict__["name_heads"] = heads  # the cached property, as the memo kept it
+        return inventory
     inventory = _read_layout(root, config, config_path, hf_quant, declared, progress, source)
     inventory.origin = origin
     if sig:

@@ -32,7 +32,7 @@ from .safetensors_header import MAX_HEADER_BYTES
 from .strict_json import MAX_JSON_BYTES, open_regular
 
 # Bump whenever what a successful load accepts changes, so entries stored under older rules are not served.
-FORMAT = 3
+FORMAT = 4
 JSON_FILES = ("config.json", "hf_quant_config.json", "model.safetensors.index.json")
 
 
@@ -116,6 +116,7 @@ def store(sig: str, inv: Inventory) -> None:
         "unindexed": [[s, ts_ is not None] for s, ts_ in inv.unindexed.items()],
         "u": _columns(outside, fidx),
         "other_indexes": list(inv.other_indexes),
+        "heads": sorted(inv.name_heads),
     }
     try:
         body = marshal.dumps(data)
@@ -165,6 +166,7 @@ def _decode(blob: bytes, sig: str) -> dict:
     return {
         "unindexed": unindexed,
         "other_indexes": [str(n) for n in data["other_indexes"]],
+        "name_heads": frozenset(str(h) for h in data["heads"]),
         "tensors": tensors,
         "modules": modules,
         "shards": list(data["shards"]),

@@ -22,6 +22,9 @@ class TensorInfo:
         return self.end - self.begin
 
 
+_UNQUANTIZED_KINDS = frozenset(("bf16", "fp16", "fp32", "unknown"))
+
+
 @dataclass
 class ModuleFormat:
     """The on-disk format of one module (tensors sharing a module path), as fingerprinted from its tensors."""
@@ -33,9 +36,9 @@ class ModuleFormat:
     weight_dtype: str | None
     suffixes: tuple[str, ...]  # the tensor leaf names under the module: ("weight", "weight_scale_inv")
 
-    @cached_property  # asked per fed tensor by several checks
+    @property  # asked per fed tensor by several checks: a set lookup, cheaper than cached_property's lock
     def quantized(self) -> bool:
-        return self.kind not in ("bf16", "fp16", "fp32", "unknown")
+        return self.kind not in _UNQUANTIZED_KINDS
 
 
 @dataclass
