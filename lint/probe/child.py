@@ -208,7 +208,9 @@ def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> Pro
             qc, original, layers, consultations, model_of, compared, _plain_linears(built, separate)
         )
         first = report.exclusions[0]
-        first.as_written = matchers.as_written(first, getattr(lint_hf, "quantization_config", None))
+        declared = getattr(lint_hf, "quantization_config", None)
+        first.as_written = matchers.as_written(first, declared)
+        first.filled_by = matchers.filled_by(qc, first, declared)
         timings["exclusions"] = time.perf_counter() - t
     phases.emit("asking vLLM's kernel predicates")
     report.kernels = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])

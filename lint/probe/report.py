@@ -162,6 +162,10 @@ class ExclusionSection:
     # config (`eh_proj = nn.Linear`): the entry declares them unquantized, it excludes nothing
     # today, and it is what keeps them unquantized once vLLM routes them through the config.
     undecided: dict[str, list[str]] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    # The config declared no list and vLLM filled it from the checkpoint's own dtypes at
+    # start-up (AWQ `maybe_update_config`): "Class.maybe_update_config". Its entries are
+    # vLLM's, not the author's: no finding is about them.
+    filled_by: str = field(default="", metadata=OMIT_EMPTY)
 
 
 @dataclass
