@@ -509,7 +509,7 @@ def _consulted_section(calls: list[dict[str, Any]], model_of: Any) -> ExclusionS
 
 
 def filled_by(quant_config: Any, section: ExclusionSection, declared: Any) -> str:
-    """"Class.maybe_update_config" where the config declared no list under the section's key
+    """ "Class.maybe_update_config" where the config declared no list under the section's key
     and vLLM's start-up filled one from the checkpoint (AWQ: every module stored
     unquantized); "" otherwise."""
     if section.attr is None or not section.entries or not isinstance(declared, dict) or declared.get(section.attr):

@@ -221,6 +221,9 @@ class Request:
     # A draft from its own checkpoint (`--draft`): {"method": "eagle3"}, the speculative method
     # it is served with. Empty: the checkpoint's own MTP block (`"method": "mtp"`).
     speculative: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    # The user's own `vllm serve` command after `vllm serve` (the model path first), parsed
+    # by the probed vLLM's own parser; the fields above are its defaults (shorthands).
+    serve_argv: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
 
 @dataclass
@@ -249,6 +252,8 @@ class ProbeReport:
     patches: list[PatchRecord] = field(default_factory=list)
     # Set where vLLM's config classes refused the inputs: nothing below it was built.
     config_error: ErrorRecord | None = None
+    # The probed vLLM's argument parser rejected the user's serve command: its own message.
+    serve_args_rejected: str = field(default="", metadata=OMIT_EMPTY)
     models: dict[str, ModelInfo] = field(default_factory=dict)  # "target"/"draft" -> what was chosen
     draft_hf_config: dict[str, Any] | None = None
     quant: Quant | None = None
