@@ -44,6 +44,11 @@ DEFAULTS: dict[str, Any] = {
     "draft": None,  # command line only: a separate draft checkpoint (lint/draft.py)
     "method": None,
     "reference": None,  # command line only: the source checkpoint of the MTP block (lint/reference.py)
+    # The user's own `vllm serve` command (lint/serve_args.py): the tokens after `--` on the
+    # command line, or a file holding it; serve_argv is what the probe parses with vLLM's parser.
+    "serve_command": None,
+    "serve_args_file": None,
+    "serve_argv": [],
 }
 FILE_KEYS = {
     "num-speculative-tokens": "num_speculative_tokens",
@@ -62,6 +67,7 @@ FILE_KEYS = {
     "vllm-python": "vllm_python",
     "vllm-source": "vllm_source",
     "trust-remote-code": "trust_remote_code",
+    "serve-args-file": "serve_args_file",
     # [[suppress]] tables (mtplint.suppressions): hide findings, so project-only like ignore.
     "suppress": "suppress",
 }
@@ -158,6 +164,7 @@ _VALIDATORS = {
     "vllm-python": _text,
     "vllm-source": _text,
     "trust-remote-code": _flag,
+    "serve-args-file": _text,
 }
 
 
@@ -267,6 +274,9 @@ def load_settings(path: Path, cli: dict[str, Any]) -> dict[str, Any]:
         else s["with_patches"]
     )
     s["settings_files"] = [{"path": f.label, "source": f.owner} for f in files]
+    from . import serve_args
+
+    serve_args.apply(s, given, path)
     return s
 
 

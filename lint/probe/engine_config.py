@@ -61,8 +61,9 @@ def parse_serve(argv: list[str]) -> Any:
     except SystemExit as exc:
         lines = [line for line in err.getvalue().strip().splitlines() if line.strip()]
         if exc.code == 0:
-            raise ServeArgsRejected("the serve command asks for help, not a deployment") from None
-        raise ServeArgsRejected(lines[-1] if lines else f"vllm serve exited with status {exc.code}") from None
+            raise ServeArgsRejected("it asks for help, not a deployment") from None
+        said = lines[-1] if lines else f"vllm serve exited with status {exc.code}"
+        raise ServeArgsRejected(f"vLLM {_version()} rejects it: {said}") from None
     if getattr(args, "model_tag", None):
         args.model = args.model_tag
     return args
@@ -136,4 +137,37 @@ def _shorthand_flags(request: dict[str, Any], spec: dict[str, Any]) -> list[str]
 def create(request: dict[str, Any]) -> tuple[Any, Any]:
     """(VllmConfig, SpeculativeConfig) as `vllm serve` creates them for the request."""
     vllm_config = engine_args(request).create_engine_config()
+    if request.get("serve_argv"):
+        _check_read_alike(request, vllm_config)
     return vllm_config, vllm_config.speculative_config
+
+
+def _check_read_alike(request: dict[str, Any], vllm_config: Any) -> None:
+    """mtplint read the shorthand flags of the serve command before probing (the platform,
+    the cache key and the report's inputs follow them); vLLM's parser is the judge. Where
+    they read it differently the probe does not go on under a wrong label."""
+    spec = vllm_config.speculative_config
+    kv = (request.get("serve_args") or {}).get("kv_cache_dtype")
+    pairs = [
+        ("tensor-parallel-size", request["tensor_parallel_size"], vllm_config.parallel_config.tensor_parallel_size),
+        (
+            "pipeline-parallel-size",
+            request.get("pipeline_parallel_size", 1),
+            vllm_config.parallel_config.pipeline_parallel_size,
+        ),
+        ("num_speculative_tokens", request["num_speculative_tokens"], getattr(spec, "num_speculative_tokens", None)),
+    ]
+    if kv:
+        pairs.append(("kv-cache-dtype", kv, vllm_config.cache_config.cache_dtype))
+    for name, ours, theirs in pairs:
+        if ours != theirs:
+            raise ServeArgsRejected(
+                f"mtplint read {name} {ours} from it, vLLM {_version()} reads {theirs}; "
+                "write the flag as `vllm serve --help` spells it"
+            )
+
+
+def _version() -> str:
+    import vllm
+
+    return str(getattr(vllm, "__version__", "?"))

@@ -350,7 +350,7 @@ _ENVIRONMENT_ERRORS = (
 
 def _raise_for_usage(report: ProbeReport) -> None:
     if report.serve_args_rejected:
-        raise BadInput(f"vllm serve command: vLLM {report.vllm.version} rejects it: {report.serve_args_rejected}")
+        raise BadInput(f"vllm serve command: {report.serve_args_rejected}")
     message = report.config_error.message if report.config_error else ""
     if "trust_remote_code" in message:
         raise BadInput(
