@@ -420,7 +420,7 @@ def _record(cls: type) -> tuple[Decode, Encode]:
         return {
             name: enc(v)
             for name, _dec, enc in resolve()
-            if not ((v := getattr(value, name)) == {} or v == []) or name not in omitted
+            if not ((v := getattr(value, name)) == {} or v == [] or v == "") or name not in omitted
         }
 
     return decode, encode
