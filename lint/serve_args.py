@@ -144,4 +144,3 @@ def apply(s: dict[str, Any], cli: dict[str, Any], path: Path) -> None:
             raise BadInput(f"{where}: {option} {value} differs from the command line's {option} {given}")
         s[key] = value
     s["serve_argv"] = [str(path), *flags]
-
