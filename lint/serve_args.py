@@ -62,49 +62,65 @@ def read_file(path: Path) -> list[str]:
         raise BadInput(f"{path}: not a shell command line ({exc})") from None
 
 
+def _takes_value(flag: str) -> bool:
+    return flag in _INT_FLAGS or flag in _TEXT_FLAGS or flag in _SPEC_ALIASES or flag.startswith(_SPEC + ".")
+
+
+def _pairs(flags: list[str], where: str) -> list[tuple[str, str | None]]:
+    """(flag, value) for each flag of the serve command (`--flag value` or `--flag=value`);
+    a value only for the flags read here."""
+    out: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(flags):
+        flag, eq, inline = flags[i].partition("=")
+        if not _takes_value(flag):
+            out.append((flag, None))
+            i += 1
+            continue
+        if not eq and i + 1 >= len(flags):
+            raise BadInput(f"{where}: {flag} needs a value")
+        out.append((flag, inline if eq else flags[i + 1]))
+        i += 1 if eq else 2
+    return out
+
+
+def _spec_json(flag: str, value: str, where: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        raise BadInput(f"{where}: {flag} is not JSON: {value!r:.80}") from None
+    if not isinstance(parsed, dict):
+        raise BadInput(f"{where}: {flag} is not a JSON object: {value!r:.80}")
+    return dict(parsed)
+
+
+def _integer(flag: str, value: Any, where: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise BadInput(f"{where}: {flag} {value!r} is not an integer") from None
+
+
 def shorthands(flags: list[str], where: str) -> dict[str, Any]:
     """The settings the flags set that mtplint has shorthands for (the last value given wins,
     as with argparse)."""
     out: dict[str, Any] = {}
     spec: dict[str, Any] = {}
-    i = 0
-    while i < len(flags):
-        flag, eq, inline = flags[i].partition("=")
-        value = inline if eq else (flags[i + 1] if i + 1 < len(flags) else None)
-        step = 1 if eq else 2
-        if flag in _INT_FLAGS or flag in _TEXT_FLAGS or flag in _SPEC_ALIASES or flag.startswith(_SPEC + "."):
-            if value is None:
-                raise BadInput(f"{where}: {flag} needs a value")
-        else:
+    for flag, value in _pairs(flags, where):
+        if value is None:
             if flag == "--trust-remote-code":
                 out["trust_remote_code"] = True
-            i += 1
-            continue
-        if flag in _INT_FLAGS:
-            try:
-                out[_INT_FLAGS[flag]] = int(value)  # type: ignore[arg-type]
-            except ValueError:
-                raise BadInput(f"{where}: {flag} {value!r} is not an integer") from None
+        elif flag in _INT_FLAGS:
+            out[_INT_FLAGS[flag]] = _integer(flag, value, where)
         elif flag in _TEXT_FLAGS:
             out[_TEXT_FLAGS[flag]] = value
         elif flag in _SPEC_ALIASES:
-            try:
-                parsed = json.loads(value)  # type: ignore[arg-type]
-            except ValueError:
-                raise BadInput(f"{where}: {flag} is not JSON: {value!r:.80}") from None
-            if not isinstance(parsed, dict):
-                raise BadInput(f"{where}: {flag} is not a JSON object: {value!r:.80}")
-            spec = dict(parsed)
+            spec = _spec_json(flag, value, where)
         else:
             spec[flag.removeprefix(_SPEC + ".")] = value
-        i += step
     if spec:
-        n = spec.get("num_speculative_tokens")
-        if n is not None:
-            try:
-                out["num_speculative_tokens"] = int(n)
-            except (TypeError, ValueError):
-                raise BadInput(f"{where}: num_speculative_tokens {n!r} is not an integer") from None
+        if spec.get("num_speculative_tokens") is not None:
+            out["num_speculative_tokens"] = _integer("num_speculative_tokens", spec["num_speculative_tokens"], where)
         if spec.get("model") is not None:
             raise BadInput(
                 f"{where}: the speculative config names a draft model; lint a separate draft with "

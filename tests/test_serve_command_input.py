@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from mtplint.errors import BadInput
 from mtplint.serve_args import read_file, shorthands, split_command
 from mtplint.settings import load_settings
