@@ -98,9 +98,14 @@ def test_serve_command_and_file_together_are_bad_input(tmp_path):
         load_settings(tmp_path, {"serve_args_file": str(f), "serve_command": ["vllm", "serve", "x"]})
 
 
-def _lint(args: list[str], out: Path) -> tuple[int, dict]:
+def _lint(args: list[str], out: Path, serve: list[str] | None = None) -> tuple[int, dict]:
+    """mtplint ARGS (then `-- vllm serve SERVE...`: everything after `--` is vLLM's)."""
+    tail = ["--", "vllm", "serve", *serve] if serve else []
     proc = subprocess.run(
-        [*MTPLINT, *args, "--format", "json", "--output", str(out), "-q"], capture_output=True, text=True, timeout=900
+        [*MTPLINT, *args, "--format", "json", "--output", str(out), "-q", *tail],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(out.read_text())
@@ -119,7 +124,10 @@ def _summary(report: dict) -> tuple[list[tuple[str, str]], dict]:
         (["--tp", "2"], ["--tensor-parallel-size", "2"]),
         (["--tp", "4", "--kv-cache-dtype", "fp8"], ["-tp", "4", "--kv-cache-dtype=fp8"]),
         (["-n", "3"], ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}']),
-        (["--pp", "2", "-n", "2"], ["-pp", "2", "--speculative-config.num_speculative_tokens", "2"]),
+        (
+            ["--pp", "2", "-n", "2"],
+            ["-pp", "2", "--speculative-config.method", "mtp", "--speculative-config.num_speculative_tokens", "2"],
+        ),
     ],
 )
 def test_serve_command_gives_the_findings_of_the_equivalent_options(tmp_path, options, flags):
@@ -127,7 +135,7 @@ def test_serve_command_gives_the_findings_of_the_equivalent_options(tmp_path, op
 
     path = str(cached_build(RECIPE))
     rc_a, by_options = _lint([path, *options], tmp_path / "a.json")
-    rc_b, by_command = _lint(["check", "--", "vllm", "serve", path, *flags, "--enforce-eager"], tmp_path / "b.json")
+    rc_b, by_command = _lint(["check"], tmp_path / "b.json", serve=[path, *flags, "--enforce-eager"])
     assert rc_a == rc_b
     assert _summary(by_options) == _summary(by_command)
     assert by_command["findings"], "the layout has a finding to compare"
