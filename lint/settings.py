@@ -4,8 +4,9 @@ working directory, else `[tool.mtplint]` in its pyproject.toml) and the checkpoi
 
 A checkpoint is untrusted input, so its file may only describe how the artifact is deployed
 (CHECKPOINT_KEYS). Keys that widen trust (trust-remote-code), pick what runs (vllm-python,
-vllm-commit, serve-args-file: the user's own `vllm serve` command), hide findings (select, ignore, fail-on, suppress, and with-patches, which probes a patched
-vLLM so the findings a patch resolves vanish) or bound the run (probe-timeout, probe-memory) come only
+vllm-commit, serve-args-file: the user's own `vllm serve` command), hide findings (select,
+ignore, fail-on, suppress, and with-patches, which probes a patched vLLM so the findings a
+patch resolves vanish) or bound the run (probe-timeout, probe-memory) come only
 from the command line or the project configuration; a checkpoint naming one is bad input.
 """
 
