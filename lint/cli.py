@@ -106,10 +106,22 @@ def main() -> None:
     help="The source checkpoint PATH was converted from (directory or hf://ORG/NAME[@REVISION]), read "
     "header-only: report an MTP block stored below its precision or changed by the converter (MTP019, MTP020).",
 )
+@click.option(
+    "--serve-args-file",
+    metavar="FILE",
+    help="Your `vllm serve` command (or its flags) in FILE: lint exactly that deployment, parsed by the "
+    "probed vLLM's own parser (same as `mtplint check -- vllm serve PATH FLAGS...`).",
+)
 @probe_options
 def check_cmd(path: tuple[str, ...], **opts: Any) -> None:
     """Lint each PATH (a checkpoint directory or hf://ORG/NAME[@REVISION]) against the probed
-    vLLM. Several PATHs give one report per --format and exit with the worst code."""
+    vLLM. Several PATHs give one report per --format and exit with the worst code.
+    `mtplint check -- vllm serve PATH FLAGS...` lints the deployment that command starts."""
+    if path[:2] == ("vllm", "serve"):
+        if len(path) < 3 or path[2].startswith("-"):
+            sys.exit(guarded(_serve_without_model, bool(opts.get("debug"))))
+        opts["serve_command"] = list(path)
+        path = (path[2],)
     if len(path) > 1 and (opts.get("draft") or opts.get("method") or opts.get("reference")):
         sys.exit(guarded(lambda: _draft_with_many(opts, len(path)), bool(opts.get("debug"))))
     if len(path) == 1:
@@ -123,6 +135,12 @@ def _draft_with_many(opts: dict[str, Any], paths: int) -> int:
     check_draft_usage(opts, paths)  # raises: a draft belongs to one target
     check_reference_usage(opts, paths)  # raises: a reference is one checkpoint's source
     return EXIT_BAD_INPUT
+
+
+def _serve_without_model() -> int:
+    from .errors import BadInput
+
+    raise BadInput("vllm serve command: name the checkpoint to lint as its model (vllm serve PATH FLAGS...)")
 
 
 def run_check(path: Path, opts: dict[str, Any]) -> int:

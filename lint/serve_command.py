@@ -13,6 +13,10 @@ def serve_command(path: Path | str, request: Any, patch_ids: list[str]) -> str:
     spec = json.dumps(
         {"method": "mtp", "num_speculative_tokens": request.num_speculative_tokens}, separators=(",", ":")
     )
+    if getattr(request, "serve_argv", None):
+        # The user's own command: as given, the checkpoint linted as its model.
+        flags = [shlex.quote(a) for a in request.serve_argv[1:]]
+        return " ".join([f"MTPLINT_PATCHES={','.join(patch_ids)}", "vllm", "serve", *_served_model(str(path)), *flags])
     parts = [
         f"MTPLINT_PATCHES={','.join(patch_ids)}",
         "vllm",

@@ -134,6 +134,7 @@ def _lint(
         trust_remote_code=bool(s.get("trust_remote_code")),
         memory_limit=memory_limit,
         speculative={"method": draft[1]} if draft else {},
+        serve_argv=list(s.get("serve_argv") or []),
         draft_inventory=draft[0] if draft else None,
     )
     report = run_probe(

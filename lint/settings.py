@@ -4,8 +4,9 @@ working directory, else `[tool.mtplint]` in its pyproject.toml) and the checkpoi
 
 A checkpoint is untrusted input, so its file may only describe how the artifact is deployed
 (CHECKPOINT_KEYS). Keys that widen trust (trust-remote-code), pick what runs (vllm-python,
-vllm-commit), hide findings (select, ignore, fail-on, suppress, and with-patches, which probes a patched
-vLLM so the findings a patch resolves vanish) or bound the run (probe-timeout, probe-memory) come only
+vllm-commit, serve-args-file: the user's own `vllm serve` command), hide findings (select,
+ignore, fail-on, suppress, and with-patches, which probes a patched vLLM so the findings a
+patch resolves vanish) or bound the run (probe-timeout, probe-memory) come only
 from the command line or the project configuration; a checkpoint naming one is bad input.
 """
 
@@ -44,6 +45,11 @@ DEFAULTS: dict[str, Any] = {
     "draft": None,  # command line only: a separate draft checkpoint (lint/draft.py)
     "method": None,
     "reference": None,  # command line only: the source checkpoint of the MTP block (lint/reference.py)
+    # The user's own `vllm serve` command (lint/serve_args.py): the tokens after `--` on the
+    # command line, or a file holding it; serve_argv is what the probe parses with vLLM's parser.
+    "serve_command": None,
+    "serve_args_file": None,
+    "serve_argv": [],
 }
 FILE_KEYS = {
     "num-speculative-tokens": "num_speculative_tokens",
@@ -62,6 +68,7 @@ FILE_KEYS = {
     "vllm-python": "vllm_python",
     "vllm-source": "vllm_source",
     "trust-remote-code": "trust_remote_code",
+    "serve-args-file": "serve_args_file",
     # [[suppress]] tables (mtplint.suppressions): hide findings, so project-only like ignore.
     "suppress": "suppress",
 }
@@ -158,6 +165,7 @@ _VALIDATORS = {
     "vllm-python": _text,
     "vllm-source": _text,
     "trust-remote-code": _flag,
+    "serve-args-file": _text,
 }
 
 
@@ -269,6 +277,9 @@ def load_settings(path: Path, cli: dict[str, Any]) -> dict[str, Any]:
         else s["with_patches"]
     )
     s["settings_files"] = [{"path": f.label, "source": f.owner} for f in files]
+    from . import serve_args
+
+    serve_args.apply(s, given, path)
     return s
 
 

@@ -110,7 +110,18 @@ def test_every_output_is_written_by_its_step():
 
 def test_inputs_reach_the_scripts_through_env():
     lint = BY_ID["lint"]
-    for name in ("path", "args", "gpu", "fail-on", "sarif", "json", "vllm-version", "kv-cache-dtype", "hf-token"):
+    for name in (
+        "path",
+        "args",
+        "gpu",
+        "fail-on",
+        "sarif",
+        "json",
+        "vllm-version",
+        "kv-cache-dtype",
+        "serve-args-file",
+        "hf-token",
+    ):
         assert f"${{{{ inputs.{name} }}}}" in lint["env"].values(), name
     # The hub token reaches the lint step alone.
     assert [s.get("id") for s in STEPS if "inputs.hf-token" in json.dumps(s)] == ["lint"]
@@ -265,6 +276,7 @@ def _lint_env(action: Path, tmp: Path, **inputs: str) -> dict[str, str]:
         "TENSOR_PARALLEL_SIZE": "8",
         "VLLM_VERSION": "",
         "KV_CACHE_DTYPE": "",
+        "SERVE_ARGS_FILE": "",
         "FAIL_ON": "error",
         "ARGS": "",
         "SARIF": "out.sarif",
@@ -410,3 +422,14 @@ def test_lint_step_with_the_real_mtplint_on_a_gated_hub_repository(tmp_path):
         kinds = hub.stats()["by_kind"]
         kinds.pop("other", None)
         assert kinds == {"info": 1}
+
+
+def test_lint_step_with_a_serve_args_file(fake_action, tmp_path):
+    # The deployment's own command decides TP, N and the KV cache dtype: the shorthand inputs
+    # are not passed beside it (a differing --tp would be a contradiction, exit 2).
+    env = _lint_env(fake_action, tmp_path, SERVE_ARGS_FILE="deploy/serve.sh", KV_CACHE_DTYPE="fp8", FAKE_RC="0")
+    proc, _outputs = run_step("lint", env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[:7] == ["check", "--serve-args-file", "deploy/serve.sh", "--gpu", "b200", "--fail-on", "error"]
+    assert not {"--tp", "--num-speculative-tokens", "--kv-cache-dtype"} & set(argv)

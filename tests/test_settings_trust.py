@@ -58,6 +58,8 @@ FORBIDDEN = {
     "with-patches": '"draft-unquantized-mtp-block"',
     "probe-timeout": "1",
     "probe-memory": '"1TiB"',
+    # A serve command may say --trust-remote-code and picks every engine flag: the user's own.
+    "serve-args-file": '"serve.sh"',
 }
 
 
@@ -81,6 +83,7 @@ def test_checkpoint_file_cannot_set(project, key):
 def test_project_file_can_set(project, key, where):
     body = f"{key} = {FORBIDDEN[key]}\n"
     (project / where).write_text(body if where == "mtplint.toml" else f"[tool.mtplint]\n{body}")
+    (project / "serve.sh").write_text("vllm serve ./ckpt --tensor-parallel-size 2\n")  # serve-args-file's
     s = load_settings(Path("ckpt"), {})
     name = FILE_KEYS[key]
     assert s[name if name != "with_patches" else "patches"] not in (None, False, [], 600.0, "error"), s

@@ -137,9 +137,10 @@ def _section_key(ctx: Context, first: ExclusionSection, section: ExclusionSectio
 
 
 def sections(ctx: Context) -> list[tuple[str, ExclusionSection]]:
-    """(config key, section) for every exclusion list the probe evaluated."""
+    """(config key, section) for every exclusion list the probe evaluated, but a list vLLM
+    filled from the checkpoint itself (the config declared none): nobody wrote its entries."""
     listed = ctx.exclusion_sections()
-    return [(_section_key(ctx, listed[0], s), s) for s in listed]
+    return [(_section_key(ctx, listed[0], s), s) for s in listed if not s.filled_by]
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def prepare(platform: dict[str, Any]) -> float:
     runtime_shim.install(tuple(platform["sm"]), platform["gpu_name"], platform["gpu_memory"], platform["gpus"])
     import vllm  # noqa: F401
 
-    from . import construct, dryrun, kernels, matchers, wiring  # noqa: F401
+    from . import construct, dryrun, engine_config, kernels, matchers, wiring  # noqa: F401
     from .patches_bridge import apply_patches  # noqa: F401
 
     # What construction imports first (older releases may lack one: construction then
@@ -85,6 +85,7 @@ def prepare(platform: dict[str, Any]) -> float:
 
 _CONSTRUCTION_IMPORTS = (
     "vllm.config",
+    "vllm.engine.arg_utils",
     "vllm.distributed",
     "vllm.distributed.parallel_state",
     "vllm.model_executor.model_loader.utils",
@@ -114,7 +115,7 @@ def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
 def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> ProbeReport:
     import vllm
 
-    from . import construct, kernels, matchers, phases, runtime_shim, wiring
+    from . import construct, engine_config, kernels, matchers, phases, runtime_shim, wiring
     from .patches_bridge import apply_patches
 
     report = ProbeReport(
@@ -133,6 +134,9 @@ def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> Pro
             built = construct.build(request)
     except MemoryError:
         raise  # the machine ran out: a probe failure (exit 3), not a finding about the checkpoint
+    except engine_config.ServeArgsRejected as exc:
+        report.serve_args_rejected = str(exc)  # bad input (exit 2), in vLLM's own words
+        return report
     except Exception as exc:  # config-level failure (SpeculativeConfig, ModelConfig)
         from .frames import error_record
 
@@ -208,7 +212,9 @@ def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> Pro
             qc, original, layers, consultations, model_of, compared, _plain_linears(built, separate)
         )
         first = report.exclusions[0]
-        first.as_written = matchers.as_written(first, getattr(lint_hf, "quantization_config", None))
+        declared = getattr(lint_hf, "quantization_config", None)
+        first.as_written = matchers.as_written(first, declared)
+        first.filled_by = matchers.filled_by(qc, first, declared)
         timings["exclusions"] = time.perf_counter() - t
     phases.emit("asking vLLM's kernel predicates")
     report.kernels = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])
@@ -235,12 +241,14 @@ def _dry_run_loads(report: ProbeReport, built: Any, request: dict[str, Any], sep
         label = "the target" if name == "target" else ("the draft" if separate else "the MTP draft")
         phases.emit(f"dry-run load of {label} ({len(tensors[name]):,} checkpoint tensors on meta)")
         with set_current_vllm_config(built.vllm_config):
+            model_config = built.vllm_config.model_config if name == "target" else built.spec_config.draft_model_config
             run = dryrun.run(
                 model,
                 tensors[name],
                 mtp_completeness=(name == "draft"),
                 elide=report.request.elide,
                 tp=report.request.tensor_parallel_size,
+                quantized=model_config.quantization is not None,
             )
         report.timings[f"load_{name}"] = time.perf_counter() - t
         report.load[name] = run.to_report()

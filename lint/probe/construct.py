@@ -1,8 +1,9 @@
 """Build vLLM's configs, target model and MTP draft on meta, recording every quant decision.
 
-Runs only in the probe child, after runtime_shim.install(). Uses vLLM's own config classes,
-SpeculativeConfig (which chooses the draft architecture and its config overrides) and
-initialize_model(), exactly as `vllm serve --speculative-config '{"method":"mtp",...}'` does.
+Runs only in the probe child, after runtime_shim.install(). The configs come from vLLM's own
+EngineArgs.create_engine_config() (engine_config.py; SpeculativeConfig chooses the draft
+architecture and its config overrides), the models from initialize_model(), exactly as
+`vllm serve --speculative-config '{"method":"mtp",...}'` does.
 """
 
 from __future__ import annotations
@@ -85,50 +86,11 @@ def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase:
 
 
 def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
-    from vllm.config import (
-        DeviceConfig,
-        LoadConfig,
-        ModelConfig,
-        ParallelConfig,
-        SpeculativeConfig,
-        VllmConfig,
-    )
+    """(VllmConfig, SpeculativeConfig) as `vllm serve` creates them: the probed release's own
+    EngineArgs.create_engine_config() (engine_config)."""
+    from .engine_config import create
 
-    serve = request.get("serve_args", {})
-    model_config = ModelConfig(
-        model=request["config_dir"],
-        skip_tokenizer_init=True,
-        trust_remote_code=bool(request.get("trust_remote_code")),
-        **({"dtype": serve["dtype"]} if serve.get("dtype") else {}),
-    )
-    parallel_config = ParallelConfig(
-        tensor_parallel_size=request["tensor_parallel_size"],
-        pipeline_parallel_size=request.get("pipeline_parallel_size", 1),
-    )
-    # A separate draft gets no `quantization`: vLLM then reads the draft checkpoint's own
-    # quantization_config, as `--speculative-config '{"method": M, "model": PATH}'` does.
-    separate = request.get("speculative") or {}
-    spec_config = SpeculativeConfig(
-        method=separate.get("method", "mtp"),
-        num_speculative_tokens=request["num_speculative_tokens"],
-        target_model_config=model_config,
-        target_parallel_config=parallel_config,
-        **({"model": request["draft_config_dir"]} if separate else {}),
-    )
-    extra: dict[str, Any] = {}
-    if serve.get("kv_cache_dtype"):
-        from vllm.config import CacheConfig
-
-        extra["cache_config"] = CacheConfig(cache_dtype=serve["kv_cache_dtype"])
-    vllm_config = VllmConfig(
-        model_config=model_config,
-        parallel_config=parallel_config,
-        speculative_config=spec_config,
-        device_config=DeviceConfig(device="cuda"),
-        load_config=LoadConfig(load_format="dummy"),
-        **extra,
-    )
-    return vllm_config, spec_config
+    return create(request)
 
 
 def init_parallel(tensor_parallel_size: int, pipeline_parallel_size: int = 1) -> None:
@@ -175,7 +137,7 @@ def build(request: dict[str, Any]) -> Built:
 
     from .runtime_shim import meta_device_mode
 
-    phases.emit("building vLLM's configs (ModelConfig, SpeculativeConfig)")
+    phases.emit("creating the engine configuration (EngineArgs.create_engine_config)")
     vllm_config, spec_config = make_configs(request)
     built = Built(vllm_config=vllm_config, spec_config=spec_config)
     phase = ["target"]

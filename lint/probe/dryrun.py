@@ -85,6 +85,7 @@ class DryRun:
     loaded_params: set[str] = field(default_factory=set)  # what load_weights returned
     params_loaded_by_loader: set[str] = field(default_factory=set)  # whose weight_loader took a tensor
     completeness_error: ErrorRecord | None = None
+    returned_loaded: bool = False  # load_weights() returned the parameters it loaded (not None)
     elided: dict[str, str] = field(default_factory=dict)  # elided tensor -> representative fed
     # Checkpoint tensor -> the name a vLLM WeightsMapper dropped it under (mapped to None).
     discarded: dict[str, str] = field(default_factory=dict)
@@ -312,9 +313,12 @@ def run(
     mtp_completeness: bool = False,
     elide: bool = True,
     tp: int = 1,
+    quantized: bool = True,
 ) -> DryRun:
-    """Feed `tensors` (name, dtype, shape) to model.load_weights; resume after errors. `tp`:
-    the tensor-parallel size the model was built for (this is rank 0 of it)."""
+    """Feed `tensors` (name, dtype, shape) to model.load_weights; resume after errors. Then
+    the default loader's own completeness check where vLLM runs it (`quantized`: the model
+    config names a quantization, which turns it off). `tp`: the tensor-parallel size the model
+    was built for (this is rank 0 of it)."""
     import time
 
     started = time.perf_counter()
@@ -326,6 +330,8 @@ def run(
             failed, replay = _load_resuming(model, feed, result, mtp_completeness)
         if replay:
             _replay_for_completeness(model, [t for t in feed.tensors if t[0] not in failed], result)
+        if not result.errors and result.completeness_error is None:
+            _track_weights_loading(model, result, quantized)
     finally:
         feed.attribution.restore()
     result.fed = feed.attribution.fed
@@ -414,7 +420,8 @@ def _load_resuming(model: Any, feed: _Feed, result: DryRun, mtp_completeness: bo
         with disable_completeness():
             try:
                 loaded = model.load_weights(feed.starting_at(start))
-                if loaded:
+                if loaded is not None:
+                    result.returned_loaded = True
                     result.loaded_params |= set(loaded)
                 break
             except Exception as exc:
@@ -473,6 +480,49 @@ def _truncated(tensors: list[tuple[str, str, list[int]]], copied: dict[str, int]
         if n > 0 and n * tp < numel:
             out[name] = [n, numel]
     return out
+
+
+def _track_weights_loading(model: Any, result: DryRun, quantized: bool) -> None:
+    """After a load that raised nothing, the check `DefaultModelLoader.load_weights` runs
+    at start-up: on by default for an unquantized model whose load_weights() returned what
+    it loaded, it raises "Following weights were not initialized from checkpoint" for every
+    parameter nothing loaded (modules whose quant method post-processes weights are exempt).
+    vLLM's own method, where this release has it; a release without it is not replayed."""
+    try:
+        from vllm.model_executor.model_loader.default_loader import DefaultModelLoader
+    except ImportError:
+        return
+    track = getattr(DefaultModelLoader, "track_weights_loading", None)
+    if track is None or quantized or not result.returned_loaded:
+        return
+    # What load_weights() returned, as vLLM passes it (elided expert tensors fill the same
+    # fused parameters as their representatives, which are returned).
+    try:
+        track(object.__new__(DefaultModelLoader), model, set(result.loaded_params), quantized=False)
+    except ValueError as exc:
+        result.completeness_error = error_record(_names_sorted(exc))
+    except TypeError:
+        return  # another signature in this release: not replayed
+
+
+def _names_sorted(exc: ValueError) -> ValueError:
+    """vLLM's message with the set of names it prints in sorted order: a set's order follows
+    the process's string hashing, and a report must not change from one probe to the next."""
+    import ast
+
+    message = str(exc)
+    head, brace, rest = message.partition("{")
+    if not brace or not rest.endswith("}"):
+        return exc
+    try:
+        names = ast.literal_eval("{" + rest)
+    except (ValueError, SyntaxError):
+        return exc
+    if not isinstance(names, set):
+        return exc
+    sorted_exc = ValueError(head + "{" + ", ".join(repr(n) for n in sorted(names)) + "}")
+    sorted_exc.__traceback__ = exc.__traceback__
+    return sorted_exc
 
 
 def _attribute_elided(result: DryRun) -> None:

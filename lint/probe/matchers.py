@@ -39,12 +39,16 @@ def _narrowed(quant_config: Any, attr: str, value: Any):
         setattr(quant_config, attr, saved)
 
 
-def _excluded(quant_config: Any, get_quant_method: Any, layer: Any, prefix: str) -> bool | None:
+def _excluded(
+    quant_config: Any, get_quant_method: Any, layer: Any, prefix: str, raised: list[str] | None = None
+) -> bool | None:
     saved_scheme = getattr(layer, "scheme", None)
     try:
         return _is_unquantized(get_quant_method(layer, prefix))
-    except Exception:
-        return None  # the config cannot decide for this layer with this list (reported elsewhere)
+    except Exception as exc:
+        if raised is not None:
+            raised.append(str(exc)[:300])
+        return None  # the config cannot decide for this layer with this list
     finally:
         if saved_scheme is not None:
             with contextlib.suppress(Exception):
@@ -248,8 +252,8 @@ def _match_primary(
             errors=errors,
             undecided={e: hits for e, hits in plain.items() if hits},
         )
-    result = _match_by_outcome(quant_config, get_quant_method, attr, full, entries, layers)
-    return ExclusionSection(attr=attr, matcher="outcome", entries=result)
+    result, errors = _match_by_outcome(quant_config, get_quant_method, attr, full, entries, layers)
+    return ExclusionSection(attr=attr, matcher="outcome", entries=result, errors=errors)
 
 
 def _match_direct(
@@ -283,9 +287,15 @@ def _match_by_outcome(
     full: Any,
     entries: list[Any],
     layers: list[tuple[str, str, Any]],
-) -> dict[str, list[str]]:
+) -> tuple[dict[str, list[str]], dict[str, str]]:
     """Each entry's `model:prefix` matches where get_quant_method, asked with the list
-    (`full`) narrowed to that entry, answers unquantized and with an empty list did not."""
+    (`full`) narrowed to that entry, answers unquantized and with an empty list did not;
+    and where it raises narrowed to the entry but not with the empty list: vLLM's skip test
+    expands a fused layer into its shards (`qkv_proj` -> `q_proj`, `k_proj`, `v_proj`) and
+    refuses a list that names some of them ("Detected some but not all shards"), so an entry
+    naming one shard takes part in that layer's decision (with its sibling shards listed too,
+    the layer is built unquantized). Also the entries it raised for, as the direct matcher
+    reports them."""
     empty: Any = {} if isinstance(full, dict) else []
     baseline: dict[tuple[str, str], bool | None] = {}
     layers = [t for t in layers if t[2] is not None]  # re-asking needs the layer object
@@ -293,17 +303,23 @@ def _match_by_outcome(
         for model, prefix, layer in layers:
             baseline[(model, prefix)] = _excluded(quant_config, get_quant_method, layer, prefix)
     result: dict[str, list[str]] = {}
+    errors: dict[str, str] = {}
     for entry in entries:
         narrowed = {entry: full[entry]} if isinstance(full, dict) else [entry]
         hits: list[str] = []
         with _narrowed(quant_config, attr, narrowed):
             for model, prefix, layer in layers:
-                if baseline[(model, prefix)]:
+                before = baseline[(model, prefix)]
+                if before:
                     continue  # unquantized anyway: the entry changes nothing here
-                if _excluded(quant_config, get_quant_method, layer, prefix):
+                raised: list[str] = []
+                now = _excluded(quant_config, get_quant_method, layer, prefix, raised)
+                if now or (now is None and before is False):
                     hits.append(f"{model}:{prefix}")
+                    if raised:
+                        errors.setdefault(str(entry), raised[0])
         result[str(entry)] = hits
-    return result
+    return result, errors
 
 
 # Configs that read an exclusion list outside get_quant_method's usual attributes, through a
@@ -490,6 +506,17 @@ def _consulted_section(calls: list[dict[str, Any]], model_of: Any) -> ExclusionS
         via=f"{type(qc).__name__}.{first['method']}",
         consulted=consulted,
     )
+
+
+def filled_by(quant_config: Any, section: ExclusionSection, declared: Any) -> str:
+    """ "Class.maybe_update_config" where the config declared no list under the section's key
+    and vLLM's start-up filled one from the checkpoint (AWQ: every module stored
+    unquantized); "" otherwise."""
+    if section.attr is None or not section.entries or not isinstance(declared, dict) or declared.get(section.attr):
+        return ""
+    if "maybe_update_config" not in vars(type(quant_config)):
+        return ""  # the base class's no-op: the list came from elsewhere
+    return f"{type(quant_config).__name__}.maybe_update_config"
 
 
 def as_written(section: ExclusionSection, declared: Any) -> dict[str, str]:

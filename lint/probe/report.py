@@ -167,6 +167,10 @@ class ExclusionSection:
     # config (`eh_proj = nn.Linear`): the entry declares them unquantized, it excludes nothing
     # today, and it is what keeps them unquantized once vLLM routes them through the config.
     undecided: dict[str, list[str]] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    # The config declared no list and vLLM filled it from the checkpoint's own dtypes at
+    # start-up (AWQ `maybe_update_config`): "Class.maybe_update_config". Its entries are
+    # vLLM's, not the author's: no finding is about them.
+    filled_by: str = field(default="", metadata=OMIT_EMPTY)
 
 
 @dataclass
@@ -222,6 +226,9 @@ class Request:
     # A draft from its own checkpoint (`--draft`): {"method": "eagle3"}, the speculative method
     # it is served with. Empty: the checkpoint's own MTP block (`"method": "mtp"`).
     speculative: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    # The user's own `vllm serve` command after `vllm serve` (the model path first), parsed
+    # by the probed vLLM's own parser; the fields above are its defaults (shorthands).
+    serve_argv: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
 
 @dataclass
@@ -250,6 +257,8 @@ class ProbeReport:
     patches: list[PatchRecord] = field(default_factory=list)
     # Set where vLLM's config classes refused the inputs: nothing below it was built.
     config_error: ErrorRecord | None = None
+    # The probed vLLM's argument parser rejected the user's serve command: its own message.
+    serve_args_rejected: str = field(default="", metadata=OMIT_EMPTY)
     models: dict[str, ModelInfo] = field(default_factory=dict)  # "target"/"draft" -> what was chosen
     draft_hf_config: dict[str, Any] | None = None
     quant: Quant | None = None
@@ -416,7 +425,7 @@ def _record(cls: type) -> tuple[Decode, Encode]:
         return {
             name: enc(v)
             for name, _dec, enc in resolve()
-            if not ((v := getattr(value, name)) == {} or v == []) or name not in omitted
+            if not ((v := getattr(value, name)) == {} or v == [] or v == "") or name not in omitted
         }
 
     return decode, encode

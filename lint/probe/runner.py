@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import BadInput, ProbeFailure
 from ..inventory.model import Inventory
 from ..launch_env import child_environ
-from . import cache, phases, workers
+from . import cache, phases, staged_headers, workers
 from .child import platform_of
 from .gc_pause import gc_paused
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale, terminating_signals_raise
@@ -210,6 +210,7 @@ def _stage(inventory: Inventory, tmp: Path, name: str, trust_remote_code: bool) 
         src = inventory.root / extra
         if src.is_file():
             (config_dir / extra).write_bytes(src.read_bytes())
+    staged_headers.stage(inventory, config_dir)
     tensors_file = tmp / f"{name}tensors.json"
     tensors_file.write_text(json.dumps([[t.name, t.dtype, list(t.shape)] for t in inventory.tensors.values()]))
     return config_dir, tensors_file
@@ -352,6 +353,8 @@ _ENVIRONMENT_ERRORS = (
 
 
 def _raise_for_usage(report: ProbeReport) -> None:
+    if report.serve_args_rejected:
+        raise BadInput(f"vllm serve command: {report.serve_args_rejected}")
     message = report.config_error.message if report.config_error else ""
     if "trust_remote_code" in message:
         raise BadInput(
