@@ -43,6 +43,21 @@ def test_not_a_release(x):
     assert releases.resolve(x) is None
 
 
+@pytest.mark.parametrize("x", ["0.9.2", "v0.8.5", "0.6.0"])
+def test_a_release_older_than_the_table_is_named_as_such(x):
+    """Real releases (PyPI lists them), refused with the oldest supported one and why."""
+    with pytest.raises(BadInput) as caught:
+        releases.resolve(x)
+    said = str(caught.value)
+    assert f"vLLM {x.lstrip('v')} is older than {releases.oldest()}" in said, said
+    assert "V0" in said and "spec_decode" in said and "not a vLLM release" not in said
+
+
+def test_a_release_between_the_v0_removal_and_the_table_is_older_without_the_v0_reason():
+    said = str(pytest.raises(BadInput, releases.resolve, "0.10.0").value)
+    assert "older than 0.10.1" in said and "V0" not in said
+
+
 def test_ambiguous_commit_prefix_is_bad_input(monkeypatch):
     monkeypatch.setattr(releases, "table", lambda: {"1.0.0": "abcdef123", "1.0.1": "abcdef145"})
     with pytest.raises(BadInput, match="ambiguous"):
@@ -161,3 +176,13 @@ def test_provision_a_release(tmp_path, monkeypatch):
     assert said[0].startswith("provisioning vLLM 0.20.2") and "ready in" in said[-1]
     again: list[str] = []
     assert provision.release("0.20.2", None, say=again.append).path == env.path and again == []
+
+
+@pytest.mark.slow
+def test_lint_of_an_older_release_exits_2_with_the_oldest_supported(tmp_path):
+    from fixtures.build import cached_build
+
+    proc = _cli(str(cached_build("qwen3-next-bf16-official")), "--vllm-commit", "0.9.2", envs=tmp_path / "envs")
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "0.9.2 is older than 0.10.1" in line and "Traceback" not in proc.stderr

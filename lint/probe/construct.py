@@ -108,8 +108,10 @@ def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
     # A separate draft gets no `quantization`: vLLM then reads the draft checkpoint's own
     # quantization_config, as `--speculative-config '{"method": M, "model": PATH}'` does.
     separate = request.get("speculative") or {}
+    from .vllm_compat import mtp_method
+
     spec_config = SpeculativeConfig(
-        method=separate.get("method", "mtp"),
+        method=separate.get("method", mtp_method()),
         num_speculative_tokens=request["num_speculative_tokens"],
         target_model_config=model_config,
         target_parallel_config=parallel_config,
@@ -171,9 +173,9 @@ def build(request: dict[str, Any]) -> Built:
     import torch  # noqa: F401
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
-    from vllm.utils.torch_utils import set_default_torch_dtype
 
     from .runtime_shim import meta_device_mode
+    from .vllm_compat import set_default_torch_dtype
 
     phases.emit("building vLLM's configs (ModelConfig, SpeculativeConfig)")
     vllm_config, spec_config = make_configs(request)
