@@ -54,7 +54,9 @@ def test_a_release_older_than_the_table_is_named_as_such(x):
 
 
 def test_a_release_between_the_v0_removal_and_the_table_is_older_without_the_v0_reason():
-    said = str(pytest.raises(BadInput, releases.resolve, "0.10.0").value)
+    with pytest.raises(BadInput) as caught:
+        releases.resolve("0.10.0")
+    said = str(caught.value)
     assert "older than 0.10.1" in said and "V0" not in said
 
 
