@@ -34,6 +34,10 @@ def list_cmd() -> None:
         click.echo(
             f"{env.name:<14} {what:<34} {store.human(store.size(env.path)):>9}  last used {used}  {origin(r)}{state}"
         )
+    git_cache = store.root() / ".vllm-git"
+    if git_cache.is_dir():
+        # The fetched commits' history and trees (lint/envs/fetch.py).
+        click.echo(f"{'git cache':<14} {'commits fetched from vLLM git':<34} {store.human(store.size(git_cache)):>9}")
     click.echo(f"store: {store.root()}")
 
 

@@ -114,6 +114,7 @@ def test_env_list_remove_prune(tmp_path):
     assert listed.returncode == 0, listed.stderr
     assert "0.31.0" in listed.stdout and "KB" in listed.stdout and "pinned" in listed.stdout
     assert "incomplete" in listed.stdout.split("0.27.0")[1].splitlines()[0]
+    assert "release (package index)" in next(ln for ln in listed.stdout.splitlines() if ln.startswith("0.31.0"))
     # By commit id, through the release table: 2cf0a6915 is 0.28.0.
     removed = _cli("env", "remove", "g2cf0a6915", envs=envs)
     assert removed.returncode == 0 and "removed 0.28.0" in removed.stdout, removed.stderr
@@ -123,6 +124,39 @@ def test_env_list_remove_prune(tmp_path):
     assert "removed 0.27.0 (incomplete)" in pruned.stdout, pruned.stdout
     assert (envs / "0.31.0").is_dir() and not (envs / "0.27.0").exists()
     assert "removed 0.31.0" in _cli("env", "prune", "--unused-days", "0", envs=envs).stdout
+
+
+def test_env_list_says_where_each_environment_came_from():
+    from mtplint.env_cli import origin
+
+    sha = "d965e502607c8899ce7873488e8c47ff24766007"
+    fetched = origin({"kind": "commit", "commit": sha, "remote": "git://127.0.0.1:9/vllm.git"})
+    assert fetched == "fetched commit d965e502607c from git://127.0.0.1:9/vllm.git"
+    assert origin({"kind": "source", "commit": sha, "source": "/src/vllm"}) == "local source /src/vllm at d965e502607c"
+    assert origin({"kind": "release", "commit": "2cf0a6915"}) == "release (package index), commit 2cf0a6915"
+
+
+@pytest.mark.parametrize(
+    ("x", "parsed"),
+    [
+        ("D965E502607C8899CE7873488E8C47FF24766007", {"sha": "d965e502607c8899ce7873488e8c47ff24766007"}),
+        ("gd965e50", {"prefix": "d965e50"}),
+        ("main@2026-01-15", {"branch": "main", "date": "2026-01-15"}),
+        ("releases/v0.11.1@2025-11-02T12:00", {"branch": "releases/v0.11.1", "date": "2025-11-02T12:00"}),
+    ],
+)
+def test_a_commit_to_fetch_is_an_id_or_branch_at_date(x, parsed):
+    from mtplint.envs import fetch
+
+    wanted = fetch.parse(x)
+    assert wanted is not None and {k: getattr(wanted, k) for k in parsed} == parsed
+
+
+@pytest.mark.parametrize("x", ["main", "d965e5", "main@yesterday", "@2026-01-15"])
+def test_anything_else_is_not_a_commit_to_fetch(x):
+    from mtplint.envs import fetch
+
+    assert fetch.parse(x) is None
 
 
 def test_unknown_vllm_commit_is_bad_input_naming_the_ways_out(tmp_path):
