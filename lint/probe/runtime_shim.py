@@ -278,6 +278,9 @@ def install_cuda_inert_objects() -> None:
     torch.cuda.set_device = lambda *a, **k: None
     torch.cuda.synchronize = lambda *a, **k: None
     torch.cuda.empty_cache = lambda *a, **k: None
+    # A CUDA graph memory pool id (a pair of ints): 0.10.1 asks for the platform's global pool
+    # while it builds a model (the CPU build's torch._C._graph_pool_handle is a dummy that raises).
+    torch.cuda.graph_pool_handle = lambda: (0, 0)  # type: ignore[assignment,return-value]  # a plain pair stands in
     # Some layers allocate on `current_platform.current_device()`; the meta mode then
     # moves the allocation to meta, so any device index will do.
     torch.cuda.current_device = lambda: 0
