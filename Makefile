@@ -1,5 +1,5 @@
 # The README's two commands (demo, test), and the development targets.
-.PHONY: setup demo test test-fast record lint typecheck bench
+.PHONY: setup demo test test-fast test-sweep record lint typecheck bench
 
 setup:
 	bash scripts/setup.sh
@@ -18,6 +18,11 @@ test: setup
 # vLLM import: under a minute. `make test` runs the rest (probe, factory, slow).
 test-fast:
 	PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest -q -n 2 --dist worksteal -m "not probe and not factory and not slow"
+
+# One lint per vLLM minor release line (0.10 ... the pinned one), each release provisioned on
+# first use (~1.3 GB each in build/envs); `make test` runs a rotating sample of two lines.
+test-sweep: setup
+	MTPLINT_SWEEP=all .venv/bin/python -m pytest -q --durations=0 tests/test_release_sweep.py -k minor_release_line
 
 # Re-probe every rule case and rewrite tests/recorded/ (after a probe or fixture change).
 record:

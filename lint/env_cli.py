@@ -29,10 +29,28 @@ def list_cmd() -> None:
     for env in store.all_envs():
         r = env.record
         state = "" if env.complete else "  [incomplete: `mtplint env prune` removes it]"
-        what = f"vLLM {r.get('version', '?')}" + (f" from {r['source']}" if r.get("kind") == "source" else "")
         used = time.strftime("%Y-%m-%d", time.localtime(env.last_used()))
-        click.echo(f"{env.name:<14} {what:<34} {store.human(store.size(env.path)):>9}  last used {used}{state}")
+        what = f"vLLM {r.get('version', '?')}"
+        click.echo(
+            f"{env.name:<14} {what:<34} {store.human(store.size(env.path)):>9}  last used {used}  {origin(r)}{state}"
+        )
+    git_cache = store.root() / ".vllm-git"
+    if git_cache.is_dir():
+        # The fetched commits' history and trees (lint/envs/fetch.py).
+        click.echo(f"{'git cache':<14} {'commits fetched from vLLM git':<34} {store.human(store.size(git_cache)):>9}")
     click.echo(f"store: {store.root()}")
+
+
+def origin(record: dict) -> str:
+    """Where an environment's vLLM came from."""
+    kind, commit = record.get("kind"), str(record.get("commit") or "")
+    if kind == "commit":
+        return f"fetched commit {commit[:12]} from {record.get('remote', '?')}"
+    if kind == "source":
+        return f"local source {record.get('source', '?')} at {commit[:12]}"
+    if kind == "release":
+        return f"release (package index){f', commit {commit}' if commit else ''}"
+    return "unknown origin"
 
 
 @env_cmd.command("add")
@@ -44,11 +62,13 @@ def add_cmd(x: str, vllm_source: Path | None, extra: tuple[str, ...], print_pyth
     """Provision the environment of release or commit X now (a lint would on first use)."""
 
     def run() -> int:
-        from .envs import provision, releases, resolve, source
+        from .envs import fetch, provision, releases, resolve, source
 
         say = resolve.announce(False)
         if vllm_source:
             env = source.source(vllm_source, x, say=say)
+        elif releases.resolve(x) is None and fetch.parse(x) is not None:
+            env = fetch.fetched(x, say)  # any commit of vLLM's git repository
         else:
             rel = releases.resolve(x)
             if rel is None:

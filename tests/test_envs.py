@@ -43,6 +43,23 @@ def test_not_a_release(x):
     assert releases.resolve(x) is None
 
 
+@pytest.mark.parametrize("x", ["0.9.2", "v0.8.5", "0.6.0"])
+def test_a_release_older_than_the_table_is_named_as_such(x):
+    """Real releases (PyPI lists them), refused with the oldest supported one and why."""
+    with pytest.raises(BadInput) as caught:
+        releases.resolve(x)
+    said = str(caught.value)
+    assert f"vLLM {x.lstrip('v')} is older than {releases.oldest()}" in said, said
+    assert "V0" in said and "spec_decode" in said and "not a vLLM release" not in said
+
+
+def test_a_release_between_the_v0_removal_and_the_table_is_older_without_the_v0_reason():
+    with pytest.raises(BadInput) as caught:
+        releases.resolve("0.10.0")
+    said = str(caught.value)
+    assert "older than 0.10.1" in said and "V0" not in said
+
+
 def test_ambiguous_commit_prefix_is_bad_input(monkeypatch):
     monkeypatch.setattr(releases, "table", lambda: {"1.0.0": "abcdef123", "1.0.1": "abcdef145"})
     with pytest.raises(BadInput, match="ambiguous"):
@@ -97,6 +114,7 @@ def test_env_list_remove_prune(tmp_path):
     assert listed.returncode == 0, listed.stderr
     assert "0.31.0" in listed.stdout and "KB" in listed.stdout and "pinned" in listed.stdout
     assert "incomplete" in listed.stdout.split("0.27.0")[1].splitlines()[0]
+    assert "release (package index)" in next(ln for ln in listed.stdout.splitlines() if ln.startswith("0.31.0"))
     # By commit id, through the release table: 2cf0a6915 is 0.28.0.
     removed = _cli("env", "remove", "g2cf0a6915", envs=envs)
     assert removed.returncode == 0 and "removed 0.28.0" in removed.stdout, removed.stderr
@@ -106,6 +124,39 @@ def test_env_list_remove_prune(tmp_path):
     assert "removed 0.27.0 (incomplete)" in pruned.stdout, pruned.stdout
     assert (envs / "0.31.0").is_dir() and not (envs / "0.27.0").exists()
     assert "removed 0.31.0" in _cli("env", "prune", "--unused-days", "0", envs=envs).stdout
+
+
+def test_env_list_says_where_each_environment_came_from():
+    from mtplint.env_cli import origin
+
+    sha = "d965e502607c8899ce7873488e8c47ff24766007"
+    fetched = origin({"kind": "commit", "commit": sha, "remote": "git://127.0.0.1:9/vllm.git"})
+    assert fetched == "fetched commit d965e502607c from git://127.0.0.1:9/vllm.git"
+    assert origin({"kind": "source", "commit": sha, "source": "/src/vllm"}) == "local source /src/vllm at d965e502607c"
+    assert origin({"kind": "release", "commit": "2cf0a6915"}) == "release (package index), commit 2cf0a6915"
+
+
+@pytest.mark.parametrize(
+    ("x", "parsed"),
+    [
+        ("D965E502607C8899CE7873488E8C47FF24766007", {"sha": "d965e502607c8899ce7873488e8c47ff24766007"}),
+        ("gd965e50", {"prefix": "d965e50"}),
+        ("main@2026-01-15", {"branch": "main", "date": "2026-01-15"}),
+        ("releases/v0.11.1@2025-11-02T12:00", {"branch": "releases/v0.11.1", "date": "2025-11-02T12:00"}),
+    ],
+)
+def test_a_commit_to_fetch_is_an_id_or_branch_at_date(x, parsed):
+    from mtplint.envs import fetch
+
+    wanted = fetch.parse(x)
+    assert wanted is not None and {k: getattr(wanted, k) for k in parsed} == parsed
+
+
+@pytest.mark.parametrize("x", ["main", "d965e5", "main@yesterday", "@2026-01-15"])
+def test_anything_else_is_not_a_commit_to_fetch(x):
+    from mtplint.envs import fetch
+
+    assert fetch.parse(x) is None
 
 
 def test_unknown_vllm_commit_is_bad_input_naming_the_ways_out(tmp_path):
@@ -161,3 +212,13 @@ def test_provision_a_release(tmp_path, monkeypatch):
     assert said[0].startswith("provisioning vLLM 0.20.2") and "ready in" in said[-1]
     again: list[str] = []
     assert provision.release("0.20.2", None, say=again.append).path == env.path and again == []
+
+
+@pytest.mark.slow
+def test_lint_of_an_older_release_exits_2_with_the_oldest_supported(tmp_path):
+    from fixtures.build import cached_build
+
+    proc = _cli(str(cached_build("qwen3-next-bf16-official")), "--vllm-commit", "0.9.2", envs=tmp_path / "envs")
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "0.9.2 is older than 0.10.1" in line and "Traceback" not in proc.stderr

@@ -33,6 +33,9 @@ from mtplint.probe import runtime_shim
 try:
     runtime_shim.install((9, 0), "NVIDIA H100 80GB HBM3", 80 * 2**30)
     import vllm.config, vllm.model_executor.models  # noqa: F401
+    from vllm.model_executor.layers.quantization import get_quantization_config
+    # Imports every quantization method (0.10-0.11: gguf's imports gguf at module level).
+    get_quantization_config("fp8")
 except ModuleNotFoundError as exc:
     print("MISSING-MODULE:", (exc.name or "").split(".")[0])
 """

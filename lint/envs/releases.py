@@ -15,6 +15,9 @@ from ..errors import BadInput
 # probed when none is named, provisioned on first use where mtplint runs without it (a tool install).
 PINNED = "0.33.0"
 
+# vLLM PR #21152 (merged 2025-07-18, first released in 0.10.0) removed V0's spec-decode workers.
+V0_SPEC_DECODE_REMOVED = (0, 10, 0)
+
 _TABLE = Path(__file__).with_name("releases.json")
 _VERSION = re.compile(r"^v?(\d+\.\d+\.\d+(?:(?:rc|\.post|\.dev)\d+)?)$")
 _HEX = re.compile(r"^g?([0-9a-f]{7,40})$")
@@ -61,15 +64,40 @@ def by_commit(commit: str) -> Release | None:
     return Release(hits[0], table()[hits[0]]) if hits else None
 
 
+def oldest() -> str:
+    return min(table(), key=_key)
+
+
+def why_unsupported(version: str) -> str | None:
+    """Why a release version older than the table's oldest is not probed (None: not older)."""
+    if _key(version) >= _key(oldest()):
+        return None
+    if _key(version) < V0_SPEC_DECODE_REMOVED:
+        why = (
+            "releases before 0.10.0 still carry vLLM V0's speculative-decoding workers (vllm/spec_decode/, "
+            "removed by vLLM PR #21152 for 0.10.0), a drafting path mtplint's probe does not model"
+        )
+    else:
+        why = "mtplint's probe is not tested on it (its release table starts at the first release it probes)"
+    return (
+        f"vLLM {version} is older than {oldest()}, the oldest release mtplint supports: {why}. "
+        f"Lint with --vllm-commit {oldest()} or newer"
+    )
+
+
 def resolve(x: str) -> Release | None:
     """A release version (known to the table or not: a newer release may be on PyPI already)
-    or a release's commit id; None when X is neither."""
+    or a release's commit id; None when X is neither. A version older than the table's
+    oldest is refused with why (BadInput)."""
     version = as_version(x)
     if version is not None:
         known = table()
         if version in known or _newer_than_all(version, known):
             return Release(version, known.get(version))
-        return None  # an old version the table does not list is no vLLM release
+        older = why_unsupported(version)
+        if older:
+            raise BadInput(f"--vllm-commit {x}: {older}")
+        return None  # a version between the table's releases that it does not list
     commit = as_commit(x)
     return by_commit(commit) if commit else None
 

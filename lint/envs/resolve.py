@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..errors import BadInput
-from . import provision, releases, source, store
+from . import fetch, provision, releases, source, store
 
 
 @dataclass
@@ -43,6 +43,12 @@ def probe_target(s: dict[str, Any], python: str | None) -> Target:
         # provisioned on first use like any other.
         env = release_env(releases.PINNED, say)
         return Target(str(env.python) if env else None, releases.PINNED)
+    if releases.resolve(str(wanted)) is None and fetch.parse(str(wanted)) is not None:
+        # Any other commit: fetched from vLLM's git repository, then provisioned like --vllm-source.
+        provision.require_probe_base()
+        env = fetch.fetched(str(wanted), say)
+        env.touch()
+        return Target(str(env.python), None)
     env = release_env(str(wanted), say)
     return Target(str(env.python) if env else None, wanted)
 
@@ -55,9 +61,9 @@ def release_env(x: str, say: provision.Say | None = None) -> store.Env | None:
         known = list(releases.table())
         raise BadInput(
             f"--vllm-commit {x}: not a vLLM release version, nor the commit of a release in mtplint's table "
-            f"({known[0]} to {known[-1]}, scripts/refresh_release_table.py refreshes it). For a commit of vLLM's "
-            "repository pass --vllm-source PATH to a git checkout that has it; for a vLLM you installed "
-            "yourself pass --vllm-python PATH to its interpreter"
+            f"({known[0]} to {known[-1]}, scripts/refresh_release_table.py refreshes it), nor a commit id or "
+            "BRANCH@YYYY-MM-DD of vLLM's git repository (fetched on demand). For a commit of a local checkout pass "
+            "--vllm-source PATH; for a vLLM you installed yourself pass --vllm-python PATH to its interpreter"
         )
     if rel.version == source.pinned_version():
         return None

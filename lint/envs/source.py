@@ -57,21 +57,23 @@ def commit_of(repo: Path, rev: str) -> str:
 
 def version_at(repo: Path, sha: str) -> tuple[str, str | None]:
     """(the version a build at SHA would report, the release it descends from), as
-    setuptools-scm's default scheme: at a tag its version, else next patch + .devN + g<sha>."""
+    setuptools-scm's default scheme (guess-next-dev): at a tag its version, else the tag with
+    its last number bumped (v0.11.0 -> 0.11.1, v0.12.0rc1 -> 0.12.0rc2) + .devN + g<sha>."""
     proc = subprocess.run(
         ["git", "-C", str(repo), "describe", "--tags", "--long", "--match", "v[0-9]*", sha],
         capture_output=True,
         text=True,
     )
-    m = re.match(r"^v(\d+)\.(\d+)\.(\d+)\S*?-(\d+)-g[0-9a-f]+$", proc.stdout.strip())
+    m = re.match(r"^v((\d+)\.(\d+)\.(\d+)\S*?)-(\d+)-g[0-9a-f]+$", proc.stdout.strip())
     if proc.returncode != 0 or not m:
         pinned = pinned_version() or "0.0.0"
         return f"{pinned}+g{sha[:9]}", None
-    major, minor, patch, distance = m.groups()
+    tag, major, minor, patch, distance = m.groups()
     base = f"{major}.{minor}.{patch}"
     if distance == "0":
-        return base, base
-    return f"{major}.{minor}.{int(patch) + 1}.dev{distance}+g{sha[:9]}", base
+        return tag, base
+    head, last = re.match(r"^(.*?)(\d+)$", tag).groups()  # type: ignore[union-attr]  # the pattern ends in a digit
+    return f"{head}{int(last) + 1}.dev{distance}+g{sha[:9]}", base
 
 
 def pinned_version() -> str | None:
@@ -140,6 +142,14 @@ def write_build_metadata(site: Path, version: str, sha: str) -> None:
 def source(repo: Path, rev: str, *, say: Say | None = None) -> store.Env:
     repo = repo.expanduser().resolve()
     sha = commit_of(repo, rev)
+    return from_git(repo, sha, say=say, record={"kind": "source", "source": str(repo)}, origin=str(repo))
+
+
+def from_git(
+    repo: Path, sha: str, *, say: Say | None, record: dict, origin: str, tree_repo: Path | None = None
+) -> store.Env:
+    """The environment of commit SHA: REPO answers its version (git describe), TREE_REPO
+    (default REPO) holds its tree; cached by commit."""
     name = sha[:12]
     with store.locked(name):
         env = store.find(name)
@@ -149,13 +159,13 @@ def source(repo: Path, rev: str, *, say: Say | None = None) -> store.Env:
         version, nearest = version_at(repo, sha)
         if say:
             base = f"the dependency set of vLLM {nearest}" if nearest else "the pinned vLLM's dependency set"
-            say(f"provisioning vLLM {version} from {repo} at {sha[:12]} (git archive; {base})")
+            say(f"provisioning vLLM {version} from {origin} at {sha[:12]} (git archive; {base})")
         tmp = provision.staging(name)
         try:
-            extract(repo, sha, tmp / "site")
+            extract(tree_repo or repo, sha, tmp / "site")
             write_build_metadata(tmp / "site", version, sha)
             copied, stubs = fill_build_outputs(tmp / "site" / "vllm", nearest)
-            provision.write_wrapper(tmp, f"vLLM {version} from {repo} at {sha}", stubs)
+            provision.write_wrapper(tmp, f"vLLM {version} from {origin} at {sha}", stubs)
             tool = provision.installer()
             added = provision.add_missing_modules(tmp, tool, say, f"vLLM at {sha[:12]}")
         except BaseException:
@@ -166,10 +176,9 @@ def source(repo: Path, rev: str, *, say: Say | None = None) -> store.Env:
             tmp,
             name,
             {
-                "kind": "source",
+                **record,
                 "version": version,
                 "commit": sha,
-                "source": str(repo),
                 "nearest_release": nearest,
                 "build_outputs_copied": {"from": nearest, "modules": copied} if copied else None,
                 "stubbed_build_outputs": stubs,
@@ -181,5 +190,5 @@ def source(repo: Path, rev: str, *, say: Say | None = None) -> store.Env:
             },
         )
         if say:
-            say(f"vLLM at {sha[:12]} ready in {seconds:.1f} s")
+            say(f"vLLM {version} at {sha[:12]} ready in {seconds:.1f} s")
         return env

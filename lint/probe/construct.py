@@ -133,9 +133,9 @@ def build(request: dict[str, Any]) -> Built:
     import torch  # noqa: F401
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
-    from vllm.utils.torch_utils import set_default_torch_dtype
 
     from .runtime_shim import meta_device_mode
+    from .vllm_compat import set_default_torch_dtype
 
     phases.emit("creating the engine configuration (EngineArgs.create_engine_config)")
     vllm_config, spec_config = make_configs(request)

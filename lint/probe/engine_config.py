@@ -105,11 +105,15 @@ def engine_args(request: dict[str, Any]) -> Any:
 def _speculative(request: dict[str, Any]) -> dict[str, Any]:
     # A separate draft gets no `quantization`: vLLM then reads the draft checkpoint's own
     # quantization_config, as `--speculative-config '{"method": M, "model": PATH}'` does.
+    # An MTP draft is `"method": "mtp"` where the release accepts it; 0.10-0.11 accept only
+    # the family names and pick the family's method themselves when none is given (vllm_compat).
+    from .vllm_compat import mtp_method
+
     separate = request.get("speculative") or {}
-    spec: dict[str, Any] = {
-        "method": separate.get("method", "mtp"),
-        "num_speculative_tokens": request["num_speculative_tokens"],
-    }
+    method = separate.get("method", mtp_method())
+    spec: dict[str, Any] = {"num_speculative_tokens": request["num_speculative_tokens"]}
+    if method is not None:
+        spec = {"method": method, **spec}
     if separate:
         spec["model"] = request["draft_config_dir"]
     return spec

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import os
+import re
 import sys
 import types
 from typing import Any
@@ -63,6 +64,19 @@ OP_NAMESPACES = (
     "_flashkda_C",
     "_C_utils",
 )
+
+
+# Native capability predicates (`cutlass_scaled_mm_supports_block_fp8`, `cutlass_group_gemm_supported`,
+# `is_onednn_acl_supported`): vLLM calls some while its modules import and keeps the answer as a
+# plain bool, even as a default argument whose type torch's custom-op schema inference checks
+# (0.10-0.11: `apply_w8a8_block_fp8_linear(..., cutlass_block_fp8_supported=CUTLASS_BLOCK_FP8_SUPPORTED)`).
+CAPABILITY_QUERY = re.compile(r"^is_|_supports?_|_supported$")
+
+
+def _unsupported(*args: Any, **kwargs: Any) -> bool:
+    """A native capability predicate's answer: a real False (where the generic stub answered a
+    falsy `_Inert`, every truth test reads the same), which keeps vLLM on its portable paths."""
+    return False
 
 
 class _Inert:
@@ -207,6 +221,8 @@ def install_op_fallbacks() -> None:
             return original(self, op_name)
         except (AttributeError, RuntimeError):
             if self.name in OP_NAMESPACES and not op_name.startswith("__"):
+                if CAPABILITY_QUERY.search(op_name):
+                    return _unsupported
                 return _Inert(f"torch.ops.{self.name}.{op_name}")
             raise
 
@@ -262,6 +278,9 @@ def install_cuda_inert_objects() -> None:
     torch.cuda.set_device = lambda *a, **k: None
     torch.cuda.synchronize = lambda *a, **k: None
     torch.cuda.empty_cache = lambda *a, **k: None
+    # A CUDA graph memory pool id (a pair of ints): 0.10.1 asks for the platform's global pool
+    # while it builds a model (the CPU build's torch._C._graph_pool_handle is a dummy that raises).
+    torch.cuda.graph_pool_handle = lambda: (0, 0)  # type: ignore[assignment,return-value]  # a plain pair stands in
     # Some layers allocate on `current_platform.current_device()`; the meta mode then
     # moves the allocation to meta, so any device index will do.
     torch.cuda.current_device = lambda: 0
@@ -270,6 +289,7 @@ def install_cuda_inert_objects() -> None:
 def install_platform(sm: tuple[int, int], device_name: str, total_memory: int, device_count: int = 8) -> Any:
     """Stand a CUDA platform with the requested compute capability in for the real one."""
     import vllm.platforms as platforms
+    import vllm.platforms.cuda as cuda_platform
     from vllm.platforms.cuda import NonNvmlCudaPlatform
     from vllm.platforms.interface import DeviceCapability
 
@@ -305,6 +325,9 @@ def install_platform(sm: tuple[int, int], device_name: str, total_memory: int, d
             return 132
 
     platform = ProbedCudaPlatform()
+    # 0.10-0.11 also ask the class by its module-level name (FlashMLA's backend:
+    # `CudaPlatform.has_device_capability(100)`), which is read at import time, after this.
+    cuda_platform.CudaPlatform = ProbedCudaPlatform  # the probed GPU, under vLLM's own name
     platforms._current_platform = platform  # type: ignore[assignment]  # vLLM's lazy slot, typed as its initial None
     return platform
 
