@@ -104,20 +104,17 @@ def test_two_fixes_adding_the_same_shard_count_its_bytes_once(tmp_path):
     alias = NewTensor("mtp.0.head.weight", "BF16", (64, 8), "model-00001-of-00001.safetensors", 0, 1024)
     # What each fix plans for the index in that state: the unindexed-shard fix names the shard's
     # tensor, the alias fix maps the alias it (re)writes; both to the same shard.
-    unindexed = Change(
-        fix=index_shards.ID,
-        file=INDEX_NAME,
-        summary="",
-        edit=lambda doc: doc["weight_map"].__setitem__(alias.name, alias_head_embed.SHARD),
-        tensor_bytes={alias.name: alias.nbytes},
-    )
-    aliased = Change(
-        fix=alias_head_embed.ID,
-        file=INDEX_NAME,
-        summary="",
-        edit=lambda doc: doc["weight_map"].__setitem__(alias.name, alias_head_embed.SHARD),
-        tensor_bytes={alias.name: alias.nbytes},
-    )
+
+    def maps_the_alias(fix: str) -> Change:
+        return Change(
+            fix=fix,
+            file=INDEX_NAME,
+            summary="",
+            edit=lambda doc: doc["weight_map"].__setitem__(alias.name, alias_head_embed.SHARD),
+            tensor_bytes={alias.name: alias.nbytes},
+        )
+
+    unindexed, aliased = maps_the_alias(index_shards.ID), maps_the_alias(alias_head_embed.ID)
     rendered = render(d, [unindexed, aliased])
     index = json.loads(rendered.json[INDEX_NAME][1])
     assert index["metadata"]["total_size"] == 64 * 8 * 2 + 8 * 2 + 1024  # was + 2 x 1024
