@@ -104,7 +104,7 @@ def verify(
         path=str(path),
         lint=lint_json,
         lint_text=lint_text,
-        lint_verdict=verdict.lint_verdict(linted.report, result.findings),
+        lint_verdict=verdict.lint_verdict(linted.report, sum(f.severity == "error" for f in result.findings)),
         lint_raised=verdict.raised(linted.report),
         n=n,
     )

@@ -34,12 +34,11 @@ def raised(report: Any) -> str | None:
     return None
 
 
-def lint_verdict(report: Any, findings: list[Any]) -> str:
+def lint_verdict(report: Any, errors: int) -> str:
+    """errors: the lint's error findings (consequences included)."""
     if raised(report):
         return "start-up-error"
-    if any(f.severity == "error" for f in findings):
-        return "silent-failure"
-    return "clean"
+    return "silent-failure" if errors else "clean"
 
 
 def engine_verdict(out: Outcome) -> str:
