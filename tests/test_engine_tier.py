@@ -33,6 +33,7 @@ def test_every_engine_family_case_has_an_outcome():
     assert not missing, f"no engine outcome for {missing}: run `python scripts/gen_engine_table.py --run --only ...`"
 
 
+@pytest.mark.slow
 def test_lint_verdicts_recorded_are_current():
     # The table's lint column is the lint of today (recorded probe report + today's checks).
     for case in gen.cases():
