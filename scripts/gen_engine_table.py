@@ -29,6 +29,13 @@ ENGINE_VERSION = "0.32.0"
 # the engine raised in DefaultModelLoader.track_weights_loading, the lint said nothing raised)
 # agree since the probe replays that check (#22).
 KNOWN: dict[str, str] = {}
+# Failure classes the twin's acceptance construction cannot show: it zeroes the attention and
+# MLP output projections (the residual stream stays e0), so a draft serves the same proposals
+# whatever rows of those layers load. A case whose lint fires one of these is not served.
+INVISIBLE: dict[str, str] = {
+    "MTP023": "a truncated k/v (or other) projection feeds layers the acceptance construction zeroes: "
+    "the twin would draft the same tokens truncated or not, so the engine cannot judge this class",
+}
 
 
 def family(recipe: str) -> str:
@@ -81,6 +88,9 @@ def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
 
     from fixtures.build import cached_build
 
+    invisible = [INVISIBLE[c] for c in case.get("fires", []) if c in INVISIBLE]
+    if invisible:
+        return {"served": False, "reason": invisible[0]}
     path = cached_build(case["recipe"])
     why = capability.cannot_serve(load_inventory(path))
     if why is not None:
