@@ -94,7 +94,7 @@ def test_vllm_commit_mismatch(tmp_path):
     d = checkpoint(tmp_path)
     write_sparse(d / "model.safetensors", [("w", "BF16", (4, 4))])
     proc = run(str(d), "--vllm-commit", "0.1.2")
-    assert_bad_input(proc, "--vllm-commit 0.1.2", "0.33.0")
+    assert_bad_input(proc, "--vllm-commit 0.1.2", "older than 0.10.1, the oldest release mtplint supports")
 
 
 @pytest.mark.parametrize("code", ["MTP002", "mtp002"])

@@ -246,29 +246,50 @@ def test_same_size_index_rewrite_with_mtime_restored_is_not_served_stale(tmp_pat
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "foreign-key", "empty-dict", "ragged"])
 def test_a_damaged_memo_entry_is_a_miss_and_removed(tmp_path, damage):
+    """Damaged after it was sealed with this user's own secret (a bug of ours, not a forgery:
+    an unsealed entry never reaches marshal), the content is checked all the same."""
     import marshal
+
+    from mtplint.cache_dirs import read_entry, write_entry
 
     root = _two_shard_checkpoint(tmp_path / "ckpt")
     first = load_inventory(root)
     sig = memo.signature(root)
     path = memo._path(sig)
-    blob = path.read_bytes()
+    blob = read_entry(path)
+    assert blob is not None
     if damage == "garbage":
-        path.write_bytes(b"\x00not marshal")
+        write_entry(path, b"\x00not marshal")
     elif damage == "truncated":
-        path.write_bytes(blob[: len(blob) // 2])
+        write_entry(path, blob[: len(blob) // 2])
     elif damage == "empty-dict":
-        path.write_bytes(marshal.dumps({}))
+        write_entry(path, marshal.dumps({}))
     else:
         data = marshal.loads(blob)
         if damage == "foreign-key":
             data["key"] = "0" * 64
         else:
             data["t"][0].pop()
-        path.write_bytes(marshal.dumps(data))
+        write_entry(path, marshal.dumps(data))
     assert memo.load(sig) is None
     assert not path.exists()
     assert load_inventory(root).tensors == first.tensors
+
+
+def test_an_unsealed_memo_entry_is_never_decoded(tmp_path, monkeypatch):
+    """Whoever can write the cache directory cannot hand marshal bytes or an inventory."""
+    import marshal
+
+    from mtplint.cache_dirs import read_entry
+
+    root = _two_shard_checkpoint(tmp_path / "ckpt")
+    load_inventory(root)
+    sig = memo.signature(root)
+    path = memo._path(sig)
+    path.write_bytes(read_entry(path) or b"")  # the very same bytes, without the seal
+    decoded: list = []
+    monkeypatch.setattr(marshal, "loads", lambda b: decoded.append(b))
+    assert memo.load(sig) is None and decoded == [] and not path.exists()
 
 
 # ---------------------------------------------------------------------------------------------
