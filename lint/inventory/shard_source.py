@@ -4,7 +4,7 @@ local directory and a hub repository (remote.HubShards, range requests) give the
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -43,16 +43,16 @@ class LocalShards:
         return weight_files(self.root)
 
     def other_indexes(self) -> list[str]:
-        try:
-            with os.scandir(self.root) as it:
-                return sorted(e.name for e in it if _is_other_index(e.name))
-        except OSError:
-            return []
+        return self._names_where(_is_other_index)
 
     def fix_leftovers(self) -> list[str]:
+        return self._names_where(is_fix_leftover)
+
+    def _names_where(self, wanted: Callable[[str], bool]) -> list[str]:
+        """Top-level names `wanted` accepts, sorted; none where the directory cannot be listed."""
         try:
             with os.scandir(self.root) as it:
-                return sorted(e.name for e in it if is_fix_leftover(e.name))
+                return sorted(e.name for e in it if wanted(e.name))
         except OSError:
             return []
 
