@@ -21,8 +21,8 @@ from typing import Any
 
 import click
 
-from .errors import BadInput
-from .findings import RunResult
+from .core.errors import BadInput
+from .core.findings import RunResult
 
 # Options of `mtplint check` that shape its output, not the lint: not API options.
 _CLI_ONLY = frozenset(
@@ -70,7 +70,7 @@ def lint(path: str | Path, **opts: Any) -> Report:
     underscores (num_speculative_tokens=2, gpu="h100", tensor_parallel_size=8, select=["MTP0"],
     vllm_python=..., fail_on="warning", ...); `mtplint.toml` / `[tool.mtplint]` in the working
     directory and the checkpoint's own `mtplint.toml` apply as they do for the CLI."""
-    from .cli import exit_code, lint_with_policy, usable_settings
+    from .pipeline.entry import exit_code, lint_with_policy, usable_settings
 
     path = Path(path)
     s = usable_settings(path, _cli_values(opts), announce=False)
@@ -80,7 +80,7 @@ def lint(path: str | Path, **opts: Any) -> Report:
 
 
 def _params() -> dict[str, click.Parameter]:
-    from .cli import check_cmd
+    from .cli.check import check_cmd
 
     return {p.name: p for p in check_cmd.params if p.name and p.name not in _CLI_ONLY}
 
@@ -88,7 +88,7 @@ def _params() -> dict[str, click.Parameter]:
 def _cli_values(opts: dict[str, Any]) -> dict[str, Any]:
     """Keyword options -> the values click would have parsed, through the same parameter types
     (a bad value is BadInput, as the CLI's usage error is exit 2)."""
-    from .cli import check_cmd
+    from .cli.check import check_cmd
 
     params = _params()
     opts = dict(opts)

@@ -49,13 +49,13 @@ def main() -> None:
         if not env["MTPLINT_ENVS_DIR"]:
             env.pop("MTPLINT_ENVS_DIR")
         bare, bare_cpu, _ = timed([py, "-c", "pass"], env, args.runs)
-        imported, imported_cpu, _ = timed([py, "-c", "import mtplint.cli"], env, args.runs)
+        imported, imported_cpu, _ = timed([py, "-c", "import mtplint.cli.app"], env, args.runs)
         print(f"{'':<25} {'wall':>7} {'cpu':>7}")
         print(f"{'python -c pass':<25} {bare:6.3f}s {bare_cpu:6.3f}s")
-        print(f"{'import mtplint.cli':<25} {imported:6.3f}s {imported_cpu:6.3f}s  ({imported / bare:.1f}x bare)")
+        print(f"{'import mtplint.cli.app':<25} {imported:6.3f}s {imported_cpu:6.3f}s  ({imported / bare:.1f}x bare)")
         for recipe in args.recipes:
             path = cached_build(recipe)
-            argv = [py, "-m", "mtplint.cli_main", str(path), "-q"]
+            argv = [py, "-m", "mtplint", str(path), "-q"]
             t0 = time.perf_counter()
             subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             first = time.perf_counter() - t0

@@ -34,7 +34,7 @@ from mtplint.matrix.command import default_jobs
 
 from fixtures.build import cached_build
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:

@@ -24,7 +24,7 @@ def lint(path: Path, cache: str) -> tuple[float, int]:
     env = dict(os.environ, MTPLINT_CACHE_DIR=cache)
     t = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "mtplint.cli_main", str(path), "-q", "--format", "json"],
+        [sys.executable, "-m", "mtplint", str(path), "-q", "--format", "json"],
         capture_output=True,
         text=True,
         env=env,

@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT)]
 from fixtures.build import cached_build, manifest  # noqa: E402
 from tests.hub_server import HubServer  # noqa: E402
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 
 
 def run(args: list[str], env: dict[str, str]) -> tuple[float, dict]:

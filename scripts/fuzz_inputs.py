@@ -269,7 +269,7 @@ def _on_alarm(signum, frame):
 
 def outcome(load: Callable[[], Any], tally: Tally, label: Callable[[], str]) -> Any:
     """Run one load; returns the inventory, or None when it was refused as bad input."""
-    from mtplint.errors import BadInput
+    from mtplint.core.errors import BadInput
 
     signal.alarm(PER_INPUT_TIMEOUT_S)
     try:

@@ -38,9 +38,9 @@ from fixtures.build import cached_build  # noqa: E402
 def probe_case(case: dict[str, Any]) -> dict[str, Any]:
     """The record of one case: its recipe, arguments, the settings the checks read, the
     inputs, and the normalized probe report."""
-    from mtplint.cli import check_cmd
-    from mtplint.session import lint
-    from mtplint.settings import load_settings
+    from mtplint.cli.check import check_cmd
+    from mtplint.config.settings import load_settings
+    from mtplint.pipeline.session import lint
 
     path = cached_build(case["recipe"])
     args = [str(path), *case_args(case), *vllm_python_args(case.get("vllm", PINNED_VLLM))]

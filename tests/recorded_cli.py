@@ -45,6 +45,6 @@ def stand_in(monkeypatch: pytest.MonkeyPatch, cases: dict[Path, str], cache_dir:
 
 def mtplint(*argv: object) -> int:
     """`mtplint ARGV` through the console script's entry; its exit code (output: capsys)."""
-    from mtplint.cli import cli_entry
+    from mtplint.cli.app import cli_entry
 
     return cli_entry([str(a) for a in argv])

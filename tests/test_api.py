@@ -14,8 +14,8 @@ from pathlib import Path
 import jsonschema
 import mtplint
 import pytest
-from mtplint.errors import EXIT_BAD_INPUT, BadInput
-from mtplint.findings import RunResult
+from mtplint.core.errors import EXIT_BAD_INPUT, BadInput
+from mtplint.core.findings import RunResult
 from mtplint.reporters.json_report import load_schema
 from recorded_cli import case_checkpoint, stand_in
 from recorded_cli import mtplint as mtplint_cli

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from mtplint.baseline import SCHEMA
+from mtplint.pipeline.baseline import SCHEMA
 from mtplint.reporters.json_report import load_schema
 from recorded_cli import case_checkpoint, mtplint, stand_in
 

@@ -11,7 +11,7 @@ import pytest
 
 from fixtures.sparse import write_sparse
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

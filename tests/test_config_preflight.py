@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mtplint.errors import BadInput
+from mtplint.core.errors import BadInput
 from mtplint.inventory.checkpoint import load_inventory
-from mtplint.preflight import check_config, explain_depth_zero, raise_for_config_error
+from mtplint.pipeline.preflight import check_config, explain_depth_zero, raise_for_config_error
 from mtplint.probe.report import ErrorRecord, Frame
 
 from fixtures.build import cached_build
@@ -219,7 +219,7 @@ def _mtplint(path: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProc
     (tmp_path / "tmpdir").mkdir(exist_ok=True)
     env = dict(os.environ, MTPLINT_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmpdir"))
     return subprocess.run(
-        [sys.executable, "-m", "mtplint.cli_main", str(path), "--no-cache", "-q", *args],
+        [sys.executable, "-m", "mtplint", str(path), "--no-cache", "-q", *args],
         capture_output=True,
         text=True,
         env=env,

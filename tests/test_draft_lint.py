@@ -17,7 +17,7 @@ from fixtures.sparse import write_sparse
 from tests.hub_server import HubServer
 from tests.hub_server import run_cli as hub_cli
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 TARGET = "llama31-8b-instruct-fp8-dynamic"
 CLEAN = "eagle3-llama31-8b"
 TARGET_QUANT = "eagle3-llama31-8b-target-quant-config"  # catalog MTPL-023
@@ -102,8 +102,8 @@ def test_unknown_method_is_a_usage_error(target):
     ],
 )
 def test_method_read_from_the_draft_config(tmp_path, architectures, model_type, method):
-    from mtplint.draft import method_for
     from mtplint.inventory.checkpoint import load_inventory
+    from mtplint.pipeline.draft import method_for
 
     d = _draft_dir(tmp_path, architectures)
     (d / "config.json").write_text(json.dumps({"architectures": architectures, "model_type": model_type}))
@@ -111,8 +111,8 @@ def test_method_read_from_the_draft_config(tmp_path, architectures, model_type, 
 
 
 def test_method_of_a_plain_llama_head_read_from_its_name_as_vllm_does(tmp_path):
-    from mtplint.draft import method_for
     from mtplint.inventory.checkpoint import load_inventory
+    from mtplint.pipeline.draft import method_for
 
     d = _draft_dir(tmp_path, ["LlamaForCausalLM"]).rename(tmp_path / "EAGLE-LLaMA3-Instruct-8B")
     assert method_for(load_inventory(d), None) == "eagle"

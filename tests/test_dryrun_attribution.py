@@ -8,7 +8,7 @@ import gc
 
 import pytest
 import torch
-from mtplint.probe.dryrun import _Attribution, _same_tensor
+from mtplint.probe.child.dryrun import _Attribution, _same_tensor
 
 
 def _attribution() -> _Attribution:

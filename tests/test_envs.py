@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from mtplint.core.errors import BadInput
 from mtplint.envs import provision, releases, store
 from mtplint.envs.resolve import probe_target, release_env
-from mtplint.errors import BadInput
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 
 
 def test_release_table_names_the_releases_the_issue_uses():
@@ -127,7 +127,7 @@ def test_env_list_remove_prune(tmp_path):
 
 
 def test_env_list_says_where_each_environment_came_from():
-    from mtplint.env_cli import origin
+    from mtplint.cli.env import origin
 
     sha = "d965e502607c8899ce7873488e8c47ff24766007"
     fetched = origin({"kind": "commit", "commit": sha, "remote": "git://127.0.0.1:9/vllm.git"})

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from mtplint.errors import BadInput
+from mtplint.core.errors import BadInput
 from mtplint.fixer.apply import BACKUP_SUFFIX, WriteFailed, apply
 from mtplint.fixer.plan import INDEX_NAME, Change, render
 from mtplint.fixer.workdir import LOCK_NAME, fix_lock, remove_leftovers
@@ -151,7 +151,7 @@ def test_apply_in_a_read_only_directory_is_refused_before_any_write(tmp_path):
 
 
 def _fix_argv() -> list[str]:
-    return [sys.executable, "-m", "mtplint.cli_main", "fix"]
+    return [sys.executable, "-m", "mtplint", "fix"]
 
 
 def test_fix_cli_on_a_read_only_directory_is_exit_2_before_probing(tmp_path):

@@ -102,7 +102,7 @@ def test_fixes(monkeypatch, probe_cache):
 
 
 def run_fix(path: Path, *args: str) -> Any:
-    from mtplint.fix_cli import fix_cmd
+    from mtplint.cli.fix import fix_cmd
 
     return CliRunner().invoke(fix_cmd, [str(path), "-q", *args], catch_exceptions=False)
 
@@ -211,7 +211,7 @@ def test_out_dir_journal_puts_back_a_file_it_held_before(tmp_path):
 
 
 def test_new_errors_compare_rule_and_key_not_message():
-    from mtplint.findings import Finding, Location
+    from mtplint.core.findings import Finding, Location
     from mtplint.fixer.guard import new_errors
     from mtplint.fixer.plan import Change
 

@@ -44,11 +44,7 @@ def _env(cache: Path) -> dict[str, str]:
 
 
 def _fix_argv() -> list[str]:
-    from mtplint.cli import main
-
-    if "fix" in main.commands:
-        return [sys.executable, "-m", "mtplint.cli_main", "fix"]
-    return [sys.executable, "-m", "mtplint.fix_cli"]  # before cli.py registers the command
+    return [sys.executable, "-m", "mtplint", "fix"]
 
 
 def run_fix(path: Path, args: list[str], cache: Path) -> subprocess.CompletedProcess:
@@ -61,7 +57,7 @@ def run_fix(path: Path, args: list[str], cache: Path) -> subprocess.CompletedPro
 
 def check(path: Path, args: list[str], cache: Path) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "mtplint.cli_main", str(path), "--format", "json", "-q", *args],
+        [sys.executable, "-m", "mtplint", str(path), "--format", "json", "-q", *args],
         capture_output=True,
         text=True,
         env=_env(cache),
@@ -442,11 +438,11 @@ def test_shard_writer_copies_bytes_through_holes(tmp_path):
 )
 def test_a_fix_killed_at_any_write_leaves_a_loadable_checkpoint(recipe, args, tmp_path, probe_cache, monkeypatch):
     """os.replace is where a file changes; failing the k-th call stands for a kill there."""
+    from mtplint.config.settings import load_settings
     from mtplint.fixer import apply as apply_mod
     from mtplint.fixer.pipeline import choose, lint, plan_all, render_all
     from mtplint.fixer.plan import Change
     from mtplint.inventory.checkpoint import load_inventory
-    from mtplint.settings import load_settings
 
     monkeypatch.setenv("MTPLINT_CACHE_DIR", str(probe_cache))
     pristine = copy_fixture(recipe, tmp_path / "pristine")

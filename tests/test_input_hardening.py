@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mtplint.errors import BadInput
+from mtplint.core.errors import BadInput
 from mtplint.inventory import memo
 from mtplint.inventory.checkpoint import layout_digest, load_inventory
 from mtplint.inventory.model import TensorInfo
@@ -25,7 +25,7 @@ from safetensors import safe_open
 
 from fixtures.sparse import write_sparse
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 INDEX = "model.safetensors.index.json"
 
 
@@ -250,7 +250,7 @@ def test_a_damaged_memo_entry_is_a_miss_and_removed(tmp_path, damage):
     an unsealed entry never reaches marshal), the content is checked all the same."""
     import marshal
 
-    from mtplint.cache_dirs import read_entry, write_entry
+    from mtplint.core.cache_dirs import read_entry, write_entry
 
     root = _two_shard_checkpoint(tmp_path / "ckpt")
     first = load_inventory(root)
@@ -280,7 +280,7 @@ def test_an_unsealed_memo_entry_is_never_decoded(tmp_path, monkeypatch):
     """Whoever can write the cache directory cannot hand marshal bytes or an inventory."""
     import marshal
 
-    from mtplint.cache_dirs import read_entry
+    from mtplint.core.cache_dirs import read_entry
 
     root = _two_shard_checkpoint(tmp_path / "ckpt")
     load_inventory(root)

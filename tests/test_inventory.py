@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # fixtures/ lives 
 
 import compressed_tensors
 from compressed_tensors.quantization import QuantizationConfig, preset_name_to_scheme
-from mtplint.errors import BadInput
+from mtplint.core.errors import BadInput
 from mtplint.inventory.checkpoint import layout_digest, load_inventory
 from mtplint.inventory.declared import parse_declared
 from mtplint.inventory.fingerprint import (

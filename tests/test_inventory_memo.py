@@ -42,7 +42,7 @@ def test_a_changed_shard_is_read_again(tmp_path):
     with open(shard, "r+b") as f:
         f.truncate(20)
     import pytest
-    from mtplint.errors import BadInput
+    from mtplint.core.errors import BadInput
 
     with pytest.raises(BadInput):
         checkpoint.load_inventory(root)

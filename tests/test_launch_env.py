@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from mtplint import launch_env
+from mtplint.probe import launch_env
 
 
 def test_a_variable_an_import_wrote_is_dropped(monkeypatch):

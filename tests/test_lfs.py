@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from mtplint.errors import BadInput
+from mtplint.core.errors import BadInput
 from mtplint.inventory import lfs
 from mtplint.inventory.checkpoint import load_inventory
 from mtplint.inventory.safetensors_header import read_header
 
 from fixtures.sparse import write_sharded
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 TENSORS = [(f"model.layers.{i}.mlp.weight", "BF16", (8, 8)) for i in range(6)]
 
 

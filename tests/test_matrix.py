@@ -12,11 +12,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 
 import pytest
-from mtplint.findings import Finding, Location
+from mtplint.core.findings import Finding, Location
 from mtplint.matrix.cells import Cell, combinations, works_on
 from mtplint.matrix.render import build_json, render_junit, render_text
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 
 
 def _finding(code: str, severity: str = "error") -> Finding:
@@ -127,7 +127,7 @@ def _fake_lint(
     import time
     from types import SimpleNamespace
 
-    from mtplint.errors import BadInput
+    from mtplint.core.errors import BadInput
 
     lock, state = threading.Lock(), {"now": 0, "most": 0}
 
@@ -238,7 +238,7 @@ def test_the_first_failing_cell_in_order_fails_the_matrix(monkeypatch):
     from concurrent.futures import wait
     from pathlib import Path
 
-    from mtplint.errors import BadInput
+    from mtplint.core.errors import BadInput
     from mtplint.matrix.cells import run_matrix
 
     submitted = _recording_pool(monkeypatch)
@@ -279,7 +279,7 @@ def test_no_cell_starts_after_a_failure(monkeypatch):
     from concurrent.futures import wait
     from pathlib import Path
 
-    from mtplint.errors import BadInput
+    from mtplint.core.errors import BadInput
     from mtplint.matrix.cells import run_matrix
 
     submitted = _recording_pool(monkeypatch)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mtplint import mtp_layout as L
+from mtplint.core import mtp_layout as L
 
 FAMILY_NAMES = {
     # family: (config, MTP tensor names, trunk tensor names)

@@ -15,8 +15,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from mtplint.errors import ProbeFailure
-from mtplint.findings import Finding, Location, RunResult
+from mtplint.core.errors import ProbeFailure
+from mtplint.core.findings import Finding, Location, RunResult
 from mtplint.reporters.json_report import load_schema
 from mtplint.reporters.report_set import (
     Checked,

@@ -15,15 +15,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from mtplint.errors import BadInput
-from mtplint.findings import Finding, Fixes, Location, RunResult
+from mtplint.core.errors import BadInput
+from mtplint.core.findings import Finding, Fixes, Location, RunResult
+from mtplint.core.textsafe import json_safe, terminal_safe, terminal_safe_lines
 from mtplint.reporters import render
 from mtplint.reporters.github import step_summary
-from mtplint.textsafe import json_safe, terminal_safe, terminal_safe_lines
 
 from fixtures.sparse import write_sparse
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 CLEAR = "\x1b[2J"
 TITLE = "\x1b]0;pwned\x07"
 EVIL = f"mtp{CLEAR}{TITLE}\nfix: rm -rf ~\u202egnp.exe\x9b31m\x7f\ud800"

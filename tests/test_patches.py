@@ -8,7 +8,7 @@ import sys
 from importlib.metadata import entry_points
 
 import pytest
-from mtplint.errors import BadInput
+from mtplint.core.errors import BadInput
 from mtplint.patches import catalog
 
 
@@ -99,7 +99,7 @@ def test_patch_outside_its_vllm_range_is_a_usage_error(tmp_path):
 
     path = cached_build("dsv4-flash-official")
     proc = subprocess.run(
-        [sys.executable, "-m", "mtplint.cli_main", str(path), "-q", "--with-patches", "dsv4-o-proj-bf16-fallback"],
+        [sys.executable, "-m", "mtplint", str(path), "-q", "--with-patches", "dsv4-o-proj-bf16-fallback"],
         capture_output=True,
         text=True,
         timeout=300,

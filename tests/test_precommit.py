@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mtplint.precommit import TRIGGERS, checkpoint_dirs
+from mtplint.cli.precommit import TRIGGERS, checkpoint_dirs
 from recorded_cli import case_checkpoint, mtplint, stand_in
 
 ROOT = Path(__file__).resolve().parent.parent

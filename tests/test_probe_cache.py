@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mtplint.cache_dirs import read_entry, write_entry
+from mtplint.core.cache_dirs import read_entry, write_entry
 from mtplint.probe import cache
 from mtplint.probe.report import (
     REPORT_SCHEMA,
@@ -28,7 +28,7 @@ from mtplint.probe.report import (
 
 from fixtures.build import cached_build
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 RECIPE = "glm45-air-nvfp4-eh-proj-quantized"  # errors (MTP002, MTP003): exit 1, ~15 s cold
 CLEAN_RECIPE = "glm45-air-nvfp4-clean"  # the same family, clean: exit 0
 INPUTS = {"schema": SCHEMA_VERSION, "vllm": ["0.33.0", None, "py"], "target": {"inventory": "a" * 64}}
@@ -138,7 +138,7 @@ def test_without_a_secret_nothing_is_cached(cache_dir, monkeypatch, tmp_path):
 
 
 def test_a_secret_file_others_can_read_is_no_secret(tmp_path, monkeypatch):
-    from mtplint import cache_dirs
+    from mtplint.core import cache_dirs
 
     monkeypatch.delenv("MTPLINT_CACHE_SECRET", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))

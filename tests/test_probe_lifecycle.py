@@ -88,7 +88,7 @@ def _start(checkpoint: Path, tmp_path: Path, *args: str, env: dict[str, str] | N
         **(env or {}),
     )
     return subprocess.Popen(
-        [sys.executable, "-m", "mtplint.cli_main", str(checkpoint), "--no-cache", "-q", *args],
+        [sys.executable, "-m", "mtplint", str(checkpoint), "--no-cache", "-q", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -161,7 +161,7 @@ def test_a_signal_to_a_matrix_ends_every_cell_s_probe(checkpoint, tmp_path, sign
     )
     args = ["matrix", str(checkpoint), "-n", "1,2", "--jobs", "2", "--no-cache", "-q", "--format", "json"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mtplint.cli_main", *args],
+        [sys.executable, "-m", "mtplint", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -250,7 +250,7 @@ def test_a_checkpoint_cannot_raise_its_own_memory_limit(tmp_path):
     shutil.copy(cached_build("mimo-bf16") / "config.json", ckpt / "config.json")
     (ckpt / "mtplint.toml").write_text('probe-memory = "1TiB"\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "mtplint.cli_main", str(ckpt), "-q"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "mtplint", str(ckpt), "-q"], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 2 and "probe-memory" in proc.stderr
 

@@ -12,8 +12,8 @@ import subprocess
 import sys
 
 import pytest
+from mtplint.core.progress import Progress, progress_reporter, settle
 from mtplint.probe import phases
-from mtplint.progress import Progress, progress_reporter, settle
 
 from fixtures.build import cached_build
 

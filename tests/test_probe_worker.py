@@ -52,7 +52,7 @@ def _worker_pids(worker_dir: Path) -> list[int]:
                 cmdline = (proc / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"mtplint.probe.worker" in cmdline and str(worker_dir).encode() in cmdline:
+            if b"mtplint.probe.child.worker" in cmdline and str(worker_dir).encode() in cmdline:
                 out.append(int(proc.name))
     return out
 
@@ -159,7 +159,7 @@ def test_a_worker_that_cannot_start_leaves_the_probe_to_a_cold_child(worker_dir,
     # An interpreter that runs everything but the worker: the lint must not notice.
     python = tmp_path / "python"
     python.write_text(
-        f'#!/bin/sh\ncase "$*" in *mtplint.probe.worker*) echo "no worker here" >&2; exit 1;; esac\n'
+        f'#!/bin/sh\ncase "$*" in *mtplint.probe.child.worker*) echo "no worker here" >&2; exit 1;; esac\n'
         f'exec {sys.executable} "$@"\n'
     )
     python.chmod(0o755)

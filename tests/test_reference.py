@@ -21,7 +21,7 @@ from fixtures.sparse import write_sparse
 from tests.hub_server import HubServer, shard_requests
 from tests.hub_server import run_cli as hub_cli
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 SOURCE = "glm45-air-bf16-official"  # BF16 trunk and MTP layer 46
 QUANTIZED_MTP = "glm45-air-nvfp4-mtp-head-omitted"  # ModelOpt NVFP4, the MTP layer too
 
@@ -40,13 +40,13 @@ def judged(path: Path, reference: Path | None, select: str = "MTP019,MTP020") ->
     """The findings of `mtplint PATH [--reference R] --select ...`, with the recorded probe report of
     the source's clean case standing in for the probe (the probe never sees a reference, and the
     copies have the source's layout)."""
-    from mtplint.cli import check_cmd
+    from mtplint.cli.check import check_cmd
+    from mtplint.config.settings import load_settings
     from mtplint.inventory.checkpoint import load_inventory
+    from mtplint.pipeline.reference import load_reference, reference_inputs
+    from mtplint.pipeline.session import judge
     from mtplint.probe.report import ProbeReport
     from mtplint.probe.runner import ProbeRequest
-    from mtplint.reference import load_reference, reference_inputs
-    from mtplint.session import judge
-    from mtplint.settings import load_settings
 
     args = [str(path), "--select", select, *(["--reference", str(reference)] if reference else [])]
     params = dict(check_cmd.make_context("check", args).params)

@@ -22,7 +22,7 @@ from mtplint.envs import releases
 from fixtures.build import cached_build
 
 pytestmark = pytest.mark.probe
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 
 
 def newest_per_minor() -> dict[str, str]:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mtplint.errors import BadInput
+from mtplint.core.errors import BadInput
 from mtplint.inventory import remote
 from mtplint.inventory.checkpoint import load_inventory
 
@@ -155,7 +155,7 @@ def test_a_server_ignoring_ranges_still_sends_no_whole_shard(client, monkeypatch
 
 
 def test_report_lines_of_a_hub_revision_come_from_its_downloaded_files(client):
-    from mtplint.findings import Finding, Location
+    from mtplint.core.findings import Finding, Location
     from mtplint.reporters.lines import SourceLines
 
     load_inventory("hf://org/small")

@@ -10,9 +10,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from mtplint.core.errors import BadInput
+from mtplint.core.findings import Finding, Fixes, Location, RunResult
 from mtplint.engine.rule import RULE_DOCS_BASE, AppliesTo, Explanation, Rule, rule_doc_uri
-from mtplint.errors import BadInput
-from mtplint.findings import Finding, Fixes, Location, RunResult
 from mtplint.reporters import FORMATS, render
 from mtplint.reporters.github import escape_data, escape_property, render_github, write_step_summary
 from mtplint.reporters.json_report import build_report, load_schema
@@ -497,7 +497,7 @@ def test_repo_root(repo, tmp_path):
 
 def test_artifact_fix_command_of_a_hub_repository_writes_into_out():
     """A hub repository is never changed: its fix command needs --out (`mtplint fix` says so)."""
-    from mtplint.reporters import artifact_command
+    from mtplint.reporters.common import artifact_command
 
     assert artifact_command("hf://org/m@abc123", "set-mtp-depth") == (
         "mtplint fix hf://org/m@abc123 --only set-mtp-depth --out DIR"

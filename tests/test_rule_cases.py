@@ -25,7 +25,7 @@ def probe_cache(tmp_path_factory) -> Path:
 def lint(path: Path, args: list[str], cache: Path) -> tuple[int, dict]:
     env = dict(os.environ, MTPLINT_CACHE_DIR=str(cache))
     proc = subprocess.run(
-        [sys.executable, "-m", "mtplint.cli_main", str(path), "--format", "json", "-q", *args],
+        [sys.executable, "-m", "mtplint", str(path), "--format", "json", "-q", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -73,7 +73,7 @@ def test_reports_from_a_real_lint_parse_and_validate(probe_cache, tmp_path):
     path = cached_build("dsv4-flash-w4a16-bf16mtp")
     outs = {fmt: tmp_path / f"report.{fmt}" for fmt in ("json", "junit", "sarif")}
     env = dict(os.environ, MTPLINT_CACHE_DIR=str(probe_cache))
-    args = [sys.executable, "-m", "mtplint.cli_main", str(path), "-q"]
+    args = [sys.executable, "-m", "mtplint", str(path), "-q"]
     for fmt, out in outs.items():
         args += ["--format", fmt, "--output", str(out)]
     proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)

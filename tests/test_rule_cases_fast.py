@@ -35,15 +35,15 @@ def lint_recorded(case: dict) -> tuple[int, dict]:
 @cache
 def _lint_recorded(case_id: str, case_json: str) -> tuple[int, dict]:
     case = json.loads(case_json)
-    from mtplint.cli import check_cmd
-    from mtplint.findings import SEVERITY_RANK
+    from mtplint.cli.check import check_cmd
+    from mtplint.config.settings import load_settings
+    from mtplint.core.findings import SEVERITY_RANK
     from mtplint.inventory.checkpoint import load_inventory
+    from mtplint.pipeline.reference import load_reference, reference_inputs
+    from mtplint.pipeline.session import Linted, judge
     from mtplint.probe.report import ProbeReport
     from mtplint.probe.runner import ProbeRequest
-    from mtplint.reference import load_reference, reference_inputs
     from mtplint.reporters.json_report import build_report
-    from mtplint.session import Linted, judge
-    from mtplint.settings import load_settings
 
     record = read_recorded(case["id"])
     assert record is not None, f"no recorded report for {case['id']}: run `make record`"

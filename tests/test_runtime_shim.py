@@ -1,4 +1,4 @@
-"""The probe's runtime shim (lint/probe/runtime_shim.py), in a child process: it patches
+"""The probe's runtime shim (lint/probe/child/runtime_shim.py), in a child process: it patches
 torch and vLLM globally, which must not leak into the test process."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The user's own `vllm serve` command as lint input (lint/serve_args.py, probe/engine_config.py).
+"""The user's own `vllm serve` command as lint input (lint/config/serve_args.py, probe/engine_config.py).
 
 The quick tests cover what mtplint reads before probing (the shorthand flags, the file
 format, conflicts with its own options); the probe tests lint one firing layout both ways
@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from mtplint.errors import BadInput
-from mtplint.serve_args import read_file, shorthands, split_command
-from mtplint.settings import load_settings
+from mtplint.config.serve_args import read_file, shorthands, split_command
+from mtplint.config.settings import load_settings
+from mtplint.core.errors import BadInput
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 # One MTP001 (a dead per-shard entry) among live per-shard entries of fused layers.
 RECIPE = "qwen35-awq-autoround-shard-names-one-dead"
 

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from mtplint.errors import BadInput
-from mtplint.settings import CHECKPOINT_KEYS, FILE_KEYS, load_settings, sources_line
+from mtplint.config.settings import CHECKPOINT_KEYS, FILE_KEYS, load_settings, sources_line
+from mtplint.core.errors import BadInput
 
 from fixtures.build import cached_build
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 FINDINGS_RECIPE = "glm45-air-nvfp4-eh-proj-quantized"  # MTP002 + MTP003 errors, no remote code
 
 

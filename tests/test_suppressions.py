@@ -11,11 +11,11 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from mtplint.errors import BadInput
-from mtplint.findings import Finding, Location
+from mtplint.config.settings import load_settings
+from mtplint.core.errors import BadInput
+from mtplint.core.findings import Finding, Location
+from mtplint.pipeline.suppressions import Suppression
 from mtplint.reporters.json_report import load_schema
-from mtplint.settings import load_settings
-from mtplint.suppressions import Suppression
 from recorded_cli import case_checkpoint, mtplint, stand_in
 
 CASE = "dsv4-w4a16-bf16-mtp"

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from mtplint.color import use_color
+from mtplint.reporters.color import use_color
 from mtplint.reporters.lines import display_path, json_line
 from recorded_cli import case_checkpoint, mtplint, stand_in
 

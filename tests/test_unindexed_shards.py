@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mtplint.checks.context import Context
 from mtplint.checks.index_coverage import shards_outside_the_index
-from mtplint.findings import Finding, Fixes, Location
+from mtplint.core.findings import Finding, Fixes, Location
 from mtplint.fixer import index_shards
 from mtplint.fixer.plan import render
 from mtplint.inventory import checkpoint
@@ -23,7 +23,7 @@ from fixtures.sparse import write_sharded, write_sparse
 # A finding selects the fixes that act on it by recommending them.
 RECOMMENDS_FIX = Fixes(artifact=[index_shards.ID])
 
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 TRUNK = [(f"model.layers.{i}.mlp.down_proj.weight", "BF16", (16, 16)) for i in range(2)]
 SIDECAR = [("model.layers.2.eh_proj.weight", "BF16", (16, 32)), ("model.layers.2.enorm.weight", "BF16", (16,))]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from mtplint import __version__
-from mtplint.errors import BadInput
-from mtplint.usage import check_kv_cache_dtype, kv_cache_dtypes
+from mtplint.config.usage import check_kv_cache_dtype, kv_cache_dtypes
+from mtplint.core.errors import BadInput
 from recorded_cli import case_checkpoint, mtplint, stand_in
 
 DEMO = "dsv4-w4a16-bf16-mtp"
@@ -159,7 +159,7 @@ def test_a_zero_on_the_command_line_is_a_value_given(seed, capsys, tmp_path):
 
 
 def test_ctrl_c_while_click_parses_is_exit_130(seed, capsys, monkeypatch):
-    from mtplint import cli
+    from mtplint.cli import app as cli
 
     def interrupted(*_a, **_k):
         raise KeyboardInterrupt  # what a Ctrl-C inside click's parsing raises; click turns it into Abort

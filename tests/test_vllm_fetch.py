@@ -20,7 +20,7 @@ from test_vllm_source import _commit_tree, _git
 from fixtures.build import cached_build
 
 pytestmark = pytest.mark.probe
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 
 
 def _free_port() -> int:

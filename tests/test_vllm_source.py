@@ -19,7 +19,7 @@ from recorded_cases import release_env
 from fixtures.build import cached_build
 
 pytestmark = pytest.mark.probe
-MTPLINT = [sys.executable, "-m", "mtplint.cli_main"]
+MTPLINT = [sys.executable, "-m", "mtplint"]
 
 # What a checkout lacks that a wheel ships (vLLM's .gitignore; CMake install targets).
 NOT_IN_GIT = ("_version.py", "vllm_flash_attn", "deep_gemm", "triton_kernels", "fmha_sm100", "tml_fa4", "__pycache__")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..findings import Location
+from ..core.findings import Location
 from ..inventory.fingerprint import split_module
 from ..inventory.model import Inventory, ModuleFormat
 from ..inventory.reference import Comparison, compare

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .. import mtp_layout
+from ..core import mtp_layout
 from ..probe.report import ExclusionSection
 from . import check
 from .context import Cause, Context, Hit, is_quantized_method

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..findings import Location
+from ..core.findings import Location
 from ..probe.report import MODELS
 from . import check
 from .context import Cause, Context, Hit

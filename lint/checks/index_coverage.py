@@ -4,8 +4,8 @@ tensors never reach load_weights; the probe, fed what vLLM loads, cannot see the
 
 from __future__ import annotations
 
-from ..findings import Location
-from ..mtp_layout import is_mtp_name, num_hidden_layers
+from ..core.findings import Location
+from ..core.mtp_layout import is_mtp_name, num_hidden_layers
 from . import check
 from .context import Cause, Context, Hit
 

@@ -4,7 +4,7 @@ right after carries them, and a rollback copy holds an earlier state of a file."
 
 from __future__ import annotations
 
-from ..findings import Location
+from ..core.findings import Location
 from ..inventory.fix_files import LOCK_NAME
 from . import check
 from .context import Context, Hit

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .. import mtp_layout
-from ..findings import Location
+from ..core import mtp_layout
+from ..core.findings import Location
 from ..probe.report import ErrorRecord, LoadError
 from . import check
 from .context import Cause, Context, Hit, frame_json
@@ -14,7 +14,7 @@ from .context import Cause, Context, Hit, frame_json
 @check(fields=("config_key", "expected", "found", "error", "remedy"))
 def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
     """Fewer MTP layers shipped than the depth vLLM builds the draft with. Layers are counted
-    (mtplint.mtp_layout) from what the dry-run fed the draft and from every shard on disk,
+    (mtplint.core.mtp_layout) from what the dry-run fed the draft and from every shard on disk,
     indexed or not: a layer on disk that does not load is another rule's finding (MTP008 /
     MTP015), not a depth the checkpoint lacks. Most loaders (GLM-4.x, Qwen3.5, Qwen3-Next,
     MiMo in vLLM 0.33.0) have no completeness check, so nothing raises: the missing layers

@@ -7,7 +7,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
-from ..findings import Location
+from ..core.findings import Location
 from ..inventory.fingerprint import split_module
 from ..probe.report import MODELS, LoadError
 from . import check

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.versions import in_range
 from ..probe.report import ParamInfo
-from ..versions import in_range
 from . import check
 from .context import Cause, Context, Hit
 from .knowledge import require_columns

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..findings import Location
+from ..core.findings import Location
 from ..inventory.reference import Comparison, PairedModule
 from . import check
 from .context import Context, Hit

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from ..findings import Location
+from ..core.findings import Location
 from ..probe.report import MODELS
 from . import check
 from .context import Context, Hit

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..findings import Location
+from ..core.findings import Location
+from ..core.versions import in_range
 from ..inventory.model import TensorInfo
-from ..versions import in_range
 from . import check
 from .context import Context, Hit
 from .knowledge import require_columns

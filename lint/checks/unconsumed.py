@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .. import mtp_layout
-from ..findings import Location
+from ..core import mtp_layout
+from ..core.findings import Location
 from ..probe.report import MODELS
 from . import check
 from .context import Cause, Context, Hit, frame_json

@@ -8,8 +8,8 @@ from typing import Any
 
 from ..checks import load_all
 from ..checks.context import Context, Hit
-from ..errors import MtplintError
-from ..findings import Finding, Fixes
+from ..core.errors import MtplintError
+from ..core.findings import Finding, Fixes
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
 from .loader import load_rules

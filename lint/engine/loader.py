@@ -11,8 +11,8 @@ from importlib import resources
 from typing import Any
 
 from ..checks import CheckSpec, load_all
-from ..errors import MtplintError
-from ..findings import SEVERITIES
+from ..core.errors import MtplintError
+from ..core.findings import SEVERITIES
 from .rule import CLAIM_KINDS, AppliesTo, Explanation, Relations, Rule
 
 REQUIRED = ("code", "name", "severity", "summary", "check", "message", "explanation")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 
-from ..errors import MtplintError
+from ..core.errors import MtplintError
 from .rule import Rule
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..versions import in_range
+from ..core.versions import in_range
 
 # What a rule's findings can claim, so that a catch-all rule reports only the rest.
 CLAIM_KINDS = ("load-error", "construction-error", "reference-drift")

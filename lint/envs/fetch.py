@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BadInput, ProbeFailure
+from ..core.errors import BadInput, ProbeFailure
 from . import source, store
 from .provision import Say
 

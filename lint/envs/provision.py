@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput, ProbeFailure
+from ..core.errors import BadInput, ProbeFailure
 from . import store
 
 Say = Callable[[str], None]

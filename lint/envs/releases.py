@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 
 # The release mtplint is tested against (scripts/setup.sh installs it beside mtplint); the one
 # probed when none is named, provisioned on first use where mtplint runs without it (a tool install).

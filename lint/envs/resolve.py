@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from . import fetch, provision, releases, source, store
 
 

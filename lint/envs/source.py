@@ -21,7 +21,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from . import provision, store
 from .provision import Say
 

@@ -31,7 +31,7 @@ def root() -> Path:
     if os.environ.get("MTPLINT_ENVS_DIR"):
         # Absolute: the probe runs an environment's interpreter from another working directory.
         return Path(os.environ["MTPLINT_ENVS_DIR"]).absolute()
-    from ..cache_dirs import cache_root
+    from ..core.cache_dirs import cache_root
 
     return cache_root() / "envs"
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import BadInput
-from ..findings import Finding
+from ..core.errors import BadInput
+from ..core.findings import Finding
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
 from .plan import INDEX_NAME, Change, NewTensor

@@ -18,7 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .plan import INDEX_NAME, NewTensor, Rendered
 from .workdir import TEMP_SUFFIX, reason, targets
 

@@ -17,7 +17,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..findings import Finding
+from ..core.findings import Finding
 from .apply import backup_path, copy_into, fsync_dir, temp_in, write_order
 from .plan import Change, Rendered
 from .workdir import TEMP_SUFFIX, targets

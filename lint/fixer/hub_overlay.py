@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from ..inventory.checkpoint import load_over
 from ..inventory.model import Inventory, TensorInfo
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..findings import Finding
+from ..core.findings import Finding
 from ..inventory.model import Inventory
 from ..probe.report import ExclusionSection, ProbeReport
 from .plan import Change, get_key, set_key

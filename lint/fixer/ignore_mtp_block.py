@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..findings import Finding
+from ..core.findings import Finding
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
 from .plan import Change

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..findings import Finding
+from ..core.findings import Finding
 from ..inventory.model import Inventory, TensorInfo
 from ..probe.report import ProbeReport
 from .plan import INDEX_NAME, Change

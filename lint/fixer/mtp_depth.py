@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import mtp_layout
-from ..findings import Finding
+from ..core import mtp_layout
+from ..core.findings import Finding
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
 from .plan import Change, get_key, set_key
@@ -23,7 +23,7 @@ CONFIG = "config.json"
 
 
 def mtp_layers_on_disk(inventory: Inventory) -> int:
-    """MTP layers present, as the family loaders name them (mtplint.mtp_layout); only a
+    """MTP layers present, as the family loaders name them (mtplint.core.mtp_layout); only a
     contiguous run from 0 counts: loaders build layers 0..depth-1."""
     return mtp_layout.depth_on_disk(inventory.tensors, inventory.config)
 

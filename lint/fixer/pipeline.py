@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import BadInput, MtplintError
-from ..findings import SEVERITY_RANK, Finding
-from ..session import Linted
-from ..session import lint as session_lint
+from ..core.errors import BadInput, MtplintError
+from ..core.findings import SEVERITY_RANK, Finding
+from ..pipeline.session import Linted
+from ..pipeline.session import lint as session_lint
 from .catalog import FIXES, Fix
 from .guard import Journal, new_errors
 from .plan import Change, Rendered, render

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from ..inventory.fix_files import LOCK_NAME, TEMP_SUFFIX
 
 __all__ = ["LOCK_NAME", "TEMP_SUFFIX", "fix_lock", "reason", "remove_leftovers", "targets"]

@@ -13,13 +13,13 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
-from ..inventory import memo
-from ..inventory.declared import parse_declared
-from ..inventory.fingerprint import fingerprint_modules
-from ..inventory.model import Inventory, TensorInfo
-from ..inventory.shard_source import LocalShards, ShardSource, weight_files
-from ..inventory.strict_json import clip, read_json_object
+from ..core.errors import BadInput
+from . import memo
+from .declared import parse_declared
+from .fingerprint import fingerprint_modules
+from .model import Inventory, TensorInfo
+from .shard_source import LocalShards, ShardSource, weight_files
+from .strict_json import clip, read_json_object
 
 __all__ = ["INDEX_NAME", "layout_digest", "load_inventory", "load_over", "read_json_object", "weight_files"]
 
@@ -50,7 +50,7 @@ def load_companion(path: str | os.PathLike, role: str, progress: Progress | None
 
 
 def _load(path: str | os.PathLike, progress: Progress | None) -> Inventory:
-    from ..inventory.remote import hub_spec
+    from .remote import hub_spec
 
     spec = hub_spec(path)
     if spec is not None:
@@ -113,7 +113,7 @@ def _load_remote(spec: Any, progress: Progress | None) -> Inventory:
     """A hub revision: its small files from huggingface_hub's cache (one request resolves the
     revision), its headers by range requests unless the memo, keyed by the commit, has them.
     Errors name hf://ORG/NAME@COMMIT/FILE, never the cache's local path."""
-    from ..inventory import remote
+    from . import remote
 
     repo = remote.resolve(spec)
     try:

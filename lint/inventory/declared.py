@@ -13,8 +13,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
-from ..inventory.model import DeclaredQuant
+from ..core.errors import BadInput
+from .model import DeclaredQuant
 
 CONFIG = "config.json"
 HF_QUANT = "hf_quant_config.json"
@@ -115,7 +115,7 @@ def _parse_compressed_tensors(qc: dict, key: str, where: str) -> DeclaredQuant:
     import hashlib
     import json
 
-    from ..cache_dirs import cache_root, read_entry, write_entry
+    from ..core.cache_dirs import cache_root, read_entry, write_entry
 
     digest = hashlib.sha256(json.dumps([key, qc], sort_keys=True, default=str).encode()).hexdigest()
     memo = cache_root() / "declared" / f"{digest}.json"

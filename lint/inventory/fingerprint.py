@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
-from ..inventory.model import ModuleFormat, TensorInfo
+from .model import ModuleFormat, TensorInfo
 
 KINDS = (
     "bf16",

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .safetensors_header import LFS_POINTER_PREFIX
 
 POINTER_MAX_BYTES = 1024  # the spec's upper bound on a pointer file

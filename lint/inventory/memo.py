@@ -25,8 +25,8 @@ import marshal
 import os
 from pathlib import Path
 
-from ..cache_dirs import cache_root, read_entry, write_entry
-from ..errors import BadInput
+from ..core.cache_dirs import cache_root, read_entry, write_entry
+from ..core.errors import BadInput
 from .model import Inventory, ModuleFormat, TensorInfo
 from .safetensors_header import MAX_HEADER_BYTES
 from .strict_json import MAX_JSON_BYTES, open_regular

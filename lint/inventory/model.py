@@ -86,7 +86,7 @@ class Inventory:
     def name_heads(self) -> frozenset[str]:
         """mtp_layout.name_heads of every tensor name in the shards, those the index leaves out
         included: the MTP questions about the checkpoint's names, asked once per lint."""
-        from ..mtp_layout import name_heads
+        from ..core.mtp_layout import name_heads
 
         outside = (t.name for ts in self.unindexed.values() for t in ts or ())
         return frozenset(name_heads(self.tensors)) | frozenset(name_heads(outside))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ..mtp_layout import is_mtp_name, layer_role, mtp_layer_index, num_hidden_layers
+from ..core.mtp_layout import is_mtp_name, layer_role, mtp_layer_index, num_hidden_layers
 from .fingerprint import canonical_leaf, is_fused_expert_module
 from .lfs import is_pointer
 from .model import Inventory, ModuleFormat, TensorInfo

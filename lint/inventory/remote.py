@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .fix_files import is_fix_leftover
 from .model import TensorInfo
 from .safetensors_header import header_length, parse_shard_header

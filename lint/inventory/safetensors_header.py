@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
-from ..inventory.model import TensorInfo
-from ..inventory.strict_json import (
+from ..core.errors import BadInput
+from .model import TensorInfo
+from .strict_json import (
     U64_LIMIT,
     DupKeys,
     JsonProblem,

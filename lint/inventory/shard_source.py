@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .fix_files import is_fix_leftover
 from .lfs import raise_for_pointers
 from .model import TensorInfo

@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 
 # Twice safetensors' header limit: a weight-map index of a million tensors is ~60 MB.
 MAX_JSON_BYTES = 256 * 1024 * 1024

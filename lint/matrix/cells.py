@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..findings import SEVERITY_RANK, Finding
+from ..core.findings import SEVERITY_RANK, Finding
 
 # Axis name -> the settings key a single lint reads it from.
 AXES = {"vllm": "vllm_commit", "n": "num_speculative_tokens", "gpu": "gpu", "tp": "tensor_parallel_size"}

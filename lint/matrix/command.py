@@ -13,11 +13,11 @@ from typing import Any
 
 import click
 
-from ..draft import METHODS
-from ..draft import check_usage as check_draft_usage
-from ..errors import EXIT_FINDINGS, EXIT_OK, BadInput
-from ..exit_guard import guarded
-from ..progress import progress_reporter
+from ..core.errors import EXIT_FINDINGS, EXIT_OK, BadInput
+from ..core.exit_guard import guarded
+from ..core.progress import progress_reporter
+from ..pipeline.draft import METHODS
+from ..pipeline.draft import check_usage as check_draft_usage
 
 
 def default_jobs() -> int:
@@ -71,9 +71,9 @@ def matrix_cmd(path: Path, **opts: Any) -> None:
 
 
 def _matrix(path: Path, opts: dict[str, Any]) -> int:
-    from ..findings import SEVERITY_RANK
-    from ..session import lint, provision, read_once
-    from ..settings import load_and_announce
+    from ..config.settings import load_and_announce
+    from ..core.findings import SEVERITY_RANK
+    from ..pipeline.session import lint, provision, read_once
     from .cells import run_matrix
     from .render import RENDERERS
 

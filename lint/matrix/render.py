@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import __version__
-from ..reporters import jsonable
-from ..textsafe import json_safe, terminal_safe
+from ..core.textsafe import json_safe, terminal_safe
+from ..core.versions import __version__
+from ..reporters.common import jsonable
 from .cells import Cell, version_key, works_on
 
 SCHEMA_ID = "mtplint/matrix/v1"

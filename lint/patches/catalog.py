@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import BadInput
-from ..versions import in_range
+from ..core.errors import BadInput
+from ..core.versions import in_range
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .. import mtp_layout
+from ..core import mtp_layout
 from ..inventory.fingerprint import fingerprint_modules
 from ..inventory.model import TensorInfo
 
@@ -33,7 +33,7 @@ def tensors_of(model_dir: str) -> tuple[TensorInfo, ...]:
 
 
 def mtp_key_pattern(hf_config: Any) -> re.Pattern[str]:
-    """On-disk names of the MTP block of the checkpoint vLLM is loading (mtplint.mtp_layout
+    """On-disk names of the MTP block of the checkpoint vLLM is loading (mtplint.core.mtp_layout
     owns the naming), used only to decide what a patch does."""
     config = hf_config.to_dict() if hasattr(hf_config, "to_dict") else dict(vars(hf_config))
     depth = mtp_layout.declared_depth(config) or _int(mtp_layout.text_config(config).get("n_predict")) or 1

@@ -20,7 +20,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from ..cache_dirs import cache_root, read_entry, write_entry
+from ..core.cache_dirs import cache_root, read_entry, write_entry
 from .report import SCHEMA_VERSION, ProbeReport
 
 _FORMAT = "mtplint-probe-cache"

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import Terminated
+from ..core.errors import Terminated
 
 TEMP_PREFIX = "mtplint-probe-"
 _OWNER_FILE = "owner"

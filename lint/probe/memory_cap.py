@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 
 ENV = "MTPLINT_PROBE_MEMORY"
 DEFAULT_LIMIT = 8 << 30  # a DeepSeek-V4-Flash probe peaks at ~0.7 GiB resident

@@ -1,6 +1,6 @@
 """The probe report: what the probe child writes and the checks read, as dataclasses.
 
-The one contract between the child process (lint/probe/child.py, in whatever environment
+The one contract between the child process (lint/probe/child/entry.py, in whatever environment
 holds vLLM) and the parent (cache, rule checks, fixes). Standard library only: the child
 imports this inside vLLM environments that have no mtplint dependencies.
 

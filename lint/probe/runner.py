@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput, ProbeFailure
+from ..core.errors import BadInput, ProbeFailure
 from ..inventory.model import Inventory
-from ..launch_env import child_environ
 from . import cache, phases, staged_headers, workers
-from .child import platform_of
-from .gc_pause import gc_paused
+from .child.entry import platform_of
+from .child.gc_pause import gc_paused
+from .launch_env import child_environ
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale, terminating_signals_raise
 from .memory_cap import format_size, tree_rss
 from .report import SCHEMA_VERSION, ProbeReport, Request

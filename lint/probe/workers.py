@@ -1,4 +1,4 @@
-"""Parent side of the probe workers (lint/probe/worker.py): find or start the worker for a
+"""Parent side of the probe workers (lint/probe/child/worker.py): find or start the worker for a
 probe, hand it the request, and follow the child it forks like a child of our own.
 
 One worker per (interpreter, vLLM, mtplint's source, platform shim, the environment variables
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
+from ..core.errors import BadInput
 from .memory_cap import tree_rss
 
 IDLE_ENV = "MTPLINT_WORKER_IDLE"
@@ -77,7 +77,7 @@ def idle_seconds() -> float:
 def root() -> Path:
     """Where the sockets live: $MTPLINT_WORKER_DIR, else the cache's `workers/`, else (a path
     too long for a socket name) a directory of this user's in the temp directory."""
-    from ..cache_dirs import cache_root
+    from ..core.cache_dirs import cache_root
 
     given = os.environ.get(DIR_ENV)
     path = Path(given) if given else cache_root() / "workers"
@@ -288,7 +288,7 @@ def _start(
     worker_env["PYTHONPATH"] = os.pathsep.join([str(_package_link(base, package))] + ([user_path] if user_path else []))
     with open(sock.with_suffix(".log"), "wb") as log:
         proc = subprocess.Popen(
-            [python, "-m", "mtplint.probe.worker", str(sock), str(idle), json.dumps(platform)],
+            [python, "-m", "mtplint.probe.child.worker", str(sock), str(idle), json.dumps(platform)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

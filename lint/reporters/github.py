@@ -7,14 +7,14 @@ import posixpath
 import re
 from typing import TYPE_CHECKING
 
-from ..findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
-from ..reporters import checkpoint_name, consequence_tree, fix_commands, location_text, summary_line
-from ..reporters.lines import SourceLines
-from ..textsafe import terminal_safe
+from ..core.findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
+from ..core.textsafe import terminal_safe
+from .common import checkpoint_name, consequence_tree, fix_commands, location_text, summary_line
+from .lines import SourceLines
 
 if TYPE_CHECKING:
     from ..engine.rule import Rule
-    from ..reporters.modules import ModuleRow
+    from .modules import ModuleRow
 
 _COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 # GitHub drops annotations past 10 errors and 10 warnings per step, silently.
@@ -102,7 +102,7 @@ def step_summary(
             )
         out.append("")
     if modules:
-        from ..reporters.modules import HEADERS
+        from .modules import HEADERS
 
         out += ["### Draft modules", "", "| " + " | ".join(HEADERS) + " |", "| --- | --- | --- | --- |"]
         out += ["| " + " | ".join(_cell(c) for c in row.cells()) + " |" for row in modules]

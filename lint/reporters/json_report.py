@@ -9,10 +9,10 @@ import json
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
-from ..findings import RunResult
-from ..reporters import jsonable, severity_counts
-from ..textsafe import json_safe
+from ..core.findings import RunResult
+from ..core.textsafe import json_safe
+from ..core.versions import __version__
+from .common import jsonable, severity_counts
 
 if TYPE_CHECKING:
     from ..engine.rule import Rule

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from .. import __version__
-from ..findings import SEVERITY_RANK, Finding, RunResult
-from ..reporters import at_least, checkpoint_name, fix_commands, jsonable, location_text, summary_line
-from ..textsafe import json_safe, terminal_safe, terminal_safe_lines
+from ..core.findings import SEVERITY_RANK, Finding, RunResult
+from ..core.textsafe import json_safe, terminal_safe, terminal_safe_lines
+from ..core.versions import __version__
+from .common import at_least, checkpoint_name, fix_commands, jsonable, location_text, summary_line
 
 if TYPE_CHECKING:
     from ..engine.rule import Rule

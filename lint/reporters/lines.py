@@ -13,8 +13,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from ..errors import BadInput
-from ..findings import Finding
+from ..core.errors import BadInput
+from ..core.findings import Finding
 
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..findings import Finding
+    from ..core.findings import Finding
     from ..inventory.model import Inventory
     from ..probe.report import ProbeReport
 

@@ -10,7 +10,7 @@ report, combined into one document per format.
 
 A PATH that could not be linted (bad input, probe failure) is a NotLinted entry: named in
 the text, JSON, JUnit and GitHub documents, left out of SARIF (an empty run would close the
-checkpoint's open alerts). Pure functions: the command line (lint/check_many.py) lints and writes.
+checkpoint's open alerts). Pure functions: the command line (lint/cli/check_many.py) lints and writes.
 """
 
 from __future__ import annotations
@@ -20,15 +20,16 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
-from ..findings import SEVERITIES, SEVERITY_RANK, RunResult
-from ..reporters import FORMATS, checkpoint_name, plural, render
-from ..reporters.lines import display_path
-from ..textsafe import json_safe, terminal_safe
+from ..core.findings import SEVERITIES, SEVERITY_RANK, RunResult
+from ..core.textsafe import json_safe, terminal_safe
+from ..core.versions import __version__
+from . import FORMATS, render
+from .common import checkpoint_name, plural
+from .lines import display_path
 
 if TYPE_CHECKING:
     from ..engine.rule import Rule
-    from ..reporters.modules import ModuleRow
+    from .modules import ModuleRow
 
 SCHEMA_ID = "mtplint/report-set/v1"
 SCHEMA_FILE = "report-set.schema.json"
@@ -136,7 +137,7 @@ def _heading_path(label: str) -> str:
 def render_text_set(
     entries: list[Entry], rules: dict[str, Rule], *, color: bool = False, full: bool = False, statistics: bool = False
 ) -> str:
-    from ..color import painter
+    from .color import painter
 
     paint = painter(color)
     sections = []
@@ -153,7 +154,7 @@ def render_text_set(
 
 
 def build_report_set(entries: list[Entry]) -> dict[str, Any]:
-    from ..reporters.json_report import build_report
+    from .json_report import build_report
 
     return {
         "schema": SCHEMA_ID,
@@ -181,7 +182,7 @@ def category_key(entry: Checked) -> str:
 
 
 def build_sarif_set(entries: list[Entry], rules: dict[str, Rule]) -> dict[str, Any]:
-    from ..reporters.sarif import automation_id, build_sarif
+    from .sarif import automation_id, build_sarif
 
     runs, seen = [], set()
     doc: dict[str, Any] = {}
@@ -201,7 +202,7 @@ def build_sarif_set(entries: list[Entry], rules: dict[str, Rule]) -> dict[str, A
 def render_junit_set(entries: list[Entry]) -> str:
     from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-    from ..reporters.junit import build_suite
+    from .junit import build_suite
 
     suites = []
     for label, entry in zip(labels(entries), entries, strict=True):
@@ -215,7 +216,7 @@ def render_junit_set(entries: list[Entry]) -> str:
 
 
 def render_github_set(entries: list[Entry], rules: dict[str, Rule]) -> str:
-    from ..reporters.github import ANNOTATION_LIMIT, escape_data, escape_property, render_github
+    from .github import ANNOTATION_LIMIT, escape_data, escape_property, render_github
 
     lines: list[str] = []
     # A PATH not linted at all comes first: GitHub keeps only the first 10 error annotations of a step.
@@ -254,7 +255,7 @@ def _annotation_counts(entries: list[Entry]) -> dict[str, int]:
 
 def step_summary_set(entries: list[Entry], rules: dict[str, Rule]) -> str:
     """The GitHub job summary: each checkpoint's own section, in the order given."""
-    from ..reporters.github import _cell, _code, step_summary
+    from .github import _cell, _code, step_summary
 
     out = []
     for label, entry in zip(labels(entries), entries, strict=True):

@@ -9,12 +9,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from .. import __version__
+from ..core.findings import Finding, RunResult, Suppressed
+from ..core.textsafe import json_safe, terminal_safe
+from ..core.versions import __version__
 from ..engine.rule import rule_doc_uri
-from ..findings import Finding, RunResult, Suppressed
-from ..reporters import checkpoint_name, consequence_tree, fix_commands, jsonable
-from ..reporters.lines import SourceLines
-from ..textsafe import json_safe, terminal_safe
+from .common import checkpoint_name, consequence_tree, fix_commands, jsonable
+from .lines import SourceLines
 
 if TYPE_CHECKING:
     from ..engine.rule import Rule

@@ -15,12 +15,12 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from ..color import Painter, painter
-from ..findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
-from ..reporters import checkpoint_name, consequence_tree, fix_commands, plural, summary_line
-from ..reporters.lines import SourceLines, display_path
-from ..reporters.modules import ModuleRow, table_lines
-from ..textsafe import terminal_safe
+from ..core.findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
+from ..core.textsafe import terminal_safe
+from .color import Painter, painter
+from .common import checkpoint_name, consequence_tree, fix_commands, plural, summary_line
+from .lines import SourceLines, display_path
+from .modules import ModuleRow, table_lines
 
 if TYPE_CHECKING:
     from ..engine.rule import Rule

@@ -12,11 +12,11 @@ from typing import Any
 
 import torch
 
-from ..errors import BadInput
+from ..core.errors import BadInput
+from ..core.mtp_layout import is_mtp_name, num_hidden_layers
 from ..inventory.checkpoint import load_inventory
 from ..inventory.fingerprint import group_modules
 from ..inventory.model import Inventory, TensorInfo
-from ..mtp_layout import is_mtp_name, num_hidden_layers
 from . import encode, shrink, values
 
 MANIFEST = ".mtplint-twin.json"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..exit_guard import guarded
+from ..core.exit_guard import guarded
 
 
 @click.command("twin")
@@ -25,7 +25,7 @@ def twin_cmd(path: Path, out: Path, debug: bool) -> None:
         try:
             t = build(path, out)
         except Unsupported as exc:
-            from ..errors import BadInput
+            from ..core.errors import BadInput
 
             raise BadInput(f"{path}: cannot twin: {exc}") from None
         click.echo(f"{t.path}: {t.tensors} tensors, token {t.token}, built in {t.seconds:.1f} s")

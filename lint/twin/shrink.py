@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BadInput
-from ..mtp_layout import text_config
+from ..core.errors import BadInput
+from ..core.mtp_layout import text_config
 
 HIDDEN, INTERMEDIATE, MOE_INTERMEDIATE, VOCAB, HEADS, Q_LORA = 256, 128, 64, 512, 2, 128
 _TRUNK = re.compile(r"^((?:model\.)?(?:language_model\.)?layers\.)(\d+)\.")

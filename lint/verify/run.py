@@ -72,9 +72,9 @@ class Verified:
 
 def _lint(path: Path, opts: dict[str, Any]) -> tuple[Any, Any, dict[str, Any], str]:
     from ..api import Report, _cli_values
-    from ..cli import exit_code, lint_with_policy, usable_settings
+    from ..core.findings import RunResult
     from ..engine.loader import load_rules
-    from ..findings import RunResult
+    from ..pipeline.entry import exit_code, lint_with_policy, usable_settings
     from ..reporters import render
 
     s = usable_settings(path, _cli_values(opts), announce=False)

@@ -1,0 +1,254 @@
+"""The lint pipeline `mtplint check`, `fix` and `matrix` share: settings -> probe request ->
+inventory + probe report -> rule checks -> findings."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import BadInput
+from ..core.findings import Finding, RunResult
+from ..inventory.model import Inventory
+from ..probe.report import ProbeReport
+from .draft import load_draft
+from .reference import load_reference, reference_inputs
+from .serve_command import serve_command
+
+
+@dataclass
+class Linted:
+    inventory: Inventory
+    report: ProbeReport
+    findings: list[Finding]
+    evaluated: list[Any]
+    inputs: dict[str, Any]
+    request: Any
+    # The PATH's own inventory where it is not the one linted (--draft: the target's).
+    path_inventory: Inventory | None = None
+
+    def result(self) -> RunResult:
+        """What the reporters render."""
+        vllm = self.report.vllm
+        return RunResult(
+            findings=self.findings,
+            rules_evaluated=[
+                {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary} for r in self.evaluated
+            ],
+            vllm={"version": vllm.version, "commit": vllm.commit},
+            inputs=self.inputs,
+            probe={"cached": self.report.cached, "seconds": round(self.report.seconds, 2)},
+        )
+
+
+def lint(
+    path: Path,
+    s: dict[str, Any],
+    *,
+    patches: list[str] | None = None,
+    fresh: bool = False,
+    progress: Callable[[str], None] | None = None,
+    inventory: Inventory | None = None,
+) -> Linted:
+    """The lint pipeline: inventory -> probe (cached) -> rule checks -> findings.
+    fresh: probe again and store the new report, so a check right after is a cache hit.
+    inventory: use this one instead of reading PATH (mtplint fix: a hub fix's files over its snapshot)."""
+    from ..core.progress import settle
+    from ..probe.child.gc_pause import gc_paused
+
+    # The cyclic collector paused: a lint reads and indexes hundreds of thousands of small,
+    # acyclic objects (memo rows, the report's attribution), and each collection re-walked all
+    # of them (DSV4-Flash cached lint: a third of its CPU time).
+    try:
+        with gc_paused():
+            return _lint(path, s, patches=patches, fresh=fresh, progress=progress, inventory=inventory)
+    finally:
+        settle()  # what follows (a report, an error, the next step) starts on a clean line
+
+
+def _lint(
+    path: Path,
+    s: dict[str, Any],
+    *,
+    patches: list[str] | None,
+    fresh: bool,
+    progress: Callable[[str], None] | None,
+    inventory: Inventory | None,
+) -> Linted:
+    from ..envs.resolve import probe_target
+    from ..inventory.checkpoint import load_inventory
+    from ..patches.catalog import PATCHES, in_range
+    from ..probe import cache
+    from ..probe.memory_cap import resolve_limit
+    from ..probe.runner import ProbeRequest, cache_inputs, check_vllm_commit, run_probe, vllm_identity
+    from ..probe.workers import idle_seconds
+    from .gpus import resolve
+    from .preflight import check_config, explain_depth_zero, raise_for_config_error
+
+    gpu = resolve(s.get("gpu"), s.get("sm"))
+    patches = list(s.get("patches", []) if patches is None else patches)
+    unknown = [p for p in patches if p not in PATCHES]
+    if unknown:
+        raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; bundled: {', '.join(PATCHES)}")
+    memory_limit = resolve_limit(s.get("probe_memory"))
+    idle_seconds()  # a bad MTPLINT_WORKER_IDLE is exit 2 before anything is read or probed
+    if inventory is None:
+        inventory = load_inventory(path, _header_progress(path, progress))
+    if progress:
+        progress(f"inventory: {len(inventory.tensors):,} tensors in {len(inventory.shards)} shards")
+    check_config(inventory)  # before vLLM sees it: bad values and absurd sizes are exit 2
+    draft = load_draft(s, _header_progress(Path(s.get("draft") or ""), progress))
+    if draft:
+        check_config(draft[0])  # the draft's bad values name its own config.json
+    # Header-only and never probed: vLLM does not see it, so the probe cache key need not either.
+    reference = load_reference(s, _header_progress(Path(s.get("reference") or ""), progress))
+    target = probe_target(s, interpreter_path(s.get("vllm_python")))  # provisions --vllm-commit X on first use
+    python = target.python
+    identity = vllm_identity(python)
+    check_vllm_commit(target.wanted, identity)
+    if identity.get("version") is None:
+        raise BadInput(
+            f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, or pass --vllm-python)"
+        )
+    for p in patches:
+        if not in_range(identity["version"], PATCHES[p].vllm):
+            raise BadInput(
+                f"--with-patches: {p} applies to vLLM {PATCHES[p].vllm}; the probed vLLM is "
+                f"{identity['version']} ({PATCHES[p].summary})"
+            )
+    request = ProbeRequest(
+        sm=list(gpu.sm),
+        gpu_name=gpu.name,
+        gpu_memory=gpu.memory,
+        num_speculative_tokens=s["num_speculative_tokens"],
+        tensor_parallel_size=s["tensor_parallel_size"],
+        pipeline_parallel_size=s["pipeline_parallel_size"],
+        patches=patches,
+        serve_args={"kv_cache_dtype": s["kv_cache_dtype"]} if s.get("kv_cache_dtype") else {},
+        python=python,
+        timeout=s["probe_timeout"],
+        elide=not s.get("no_elision"),
+        trust_remote_code=bool(s.get("trust_remote_code")),
+        memory_limit=memory_limit,
+        speculative={"method": draft[1]} if draft else {},
+        serve_argv=list(s.get("serve_argv") or []),
+        draft_inventory=draft[0] if draft else None,
+    )
+    report = run_probe(
+        inventory, request, identity=identity, use_cache=not (fresh or s.get("no_cache")), progress=progress
+    )
+    raise_for_config_error(inventory, report.config_error)
+    if fresh:
+        cache.store(cache_inputs(inventory, request, identity), report)
+    explain_depth_zero(inventory, report.config_error)  # after the store: the cache keeps vLLM's words
+    inputs = {
+        "path": inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT
+        "gpu": gpu.key,
+        "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
+        "num_speculative_tokens": request.num_speculative_tokens,
+        "tensor_parallel_size": request.tensor_parallel_size,
+        "pipeline_parallel_size": request.pipeline_parallel_size,
+        "patches": request.patches,
+        **reference_inputs(reference, s.get("reference")),
+    }
+    target_inventory = inventory
+    if draft:
+        # The draft is the checkpoint linted: findings name its files.
+        target_name = inputs["path"]
+        path, inventory = Path(s["draft"]), draft[0]
+        inputs = {**inputs, "path": inventory.origin or str(path), "target": target_name, "method": draft[1]}
+    findings, evaluated = judge(path, inventory, report, inputs, request, s, reference=reference)
+    return Linted(inventory, report, findings, evaluated, inputs, request, target_inventory)
+
+
+def read_once(path: Path, s: dict[str, Any], progress: Callable[[str], None] | None = None) -> Inventory:
+    """PATH's inventory for lints that share it (a matrix's cells), its config checked as a
+    lint checks it; a hub --draft is pinned to the revision read here (s["draft"] rewritten),
+    so every cell lints the same commits."""
+    from ..inventory.checkpoint import load_inventory
+    from .preflight import check_config
+
+    inventory = load_inventory(path, _header_progress(path, progress))
+    check_config(inventory)
+    draft = load_draft(s, _header_progress(Path(s.get("draft") or ""), progress))
+    if draft:
+        check_config(draft[0])
+        s["draft"] = draft[0].origin or s["draft"]
+    return inventory
+
+
+def provision(s: dict[str, Any]) -> None:
+    """Provision (or find) the probe environment a lint with these settings probes. A matrix
+    calls it for each vLLM before its cells run side by side: two lints must never install
+    one environment at the same time."""
+    from ..envs.resolve import probe_target
+
+    probe_target(s, interpreter_path(s.get("vllm_python")))
+
+
+def _header_progress(path: Path, progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:
+    """Header reading with a count, once a second while it lasts (a local read is done before
+    the first; a hub repository's range requests take longer)."""
+    if progress is None:
+        return None
+    import time
+
+    last = [time.perf_counter()]
+
+    def headers(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= 1.0:
+            last[0] = now
+            progress(f"reading safetensors headers in {path}: {done}/{total}")
+
+    return headers
+
+
+def judge(
+    path: Path,
+    inventory: Inventory,
+    report: ProbeReport,
+    inputs: dict[str, Any],
+    request: Any,
+    s: dict[str, Any],
+    *,
+    reference: Inventory | None = None,
+) -> tuple[list[Finding], list[Any]]:
+    """The rule checks over one probe report: findings, with the fixes this mtplint ships
+    and the exact serve command for the inputs linted. No vLLM here: the fast test tier
+    runs this on recorded reports. reference: the --reference checkpoint's inventory."""
+    from ..engine.evaluate import evaluate
+    from .recommend import recommend
+
+    findings, evaluated = evaluate(
+        inventory,
+        report,
+        inputs,
+        select=s.get("select"),
+        ignore=s.get("ignore"),
+        recommend=recommend,
+        reference=reference,
+    )
+    for f in findings:
+        if inputs.get("target"):
+            # The fixes rewrite a checkpoint linted on its own and patch vLLM's MTP drafts:
+            # neither applies to a separate draft (its re-lint would lose the target).
+            f.fixes.patches, f.fixes.artifact = [], []
+        if f.fixes.patches:
+            f.fixes.serve = serve_command(inputs.get("path") or path, request, f.fixes.patches)
+    return findings, evaluated
+
+
+def interpreter_path(python: str | Path | None) -> str | None:
+    """--vllm-python as the probe child can run it from its own working directory: a path
+    made absolute (not resolved: a venv's python is a symlink that must keep its name), a
+    bare command looked up on PATH."""
+    if not python:
+        return None
+    python = str(python)
+    if os.sep in python:
+        return os.path.abspath(python)
+    return shutil.which(python) or python

@@ -1,0 +1,312 @@
+"""Probe child: `python -m mtplint.probe.child REQUEST.json REPORT.json`.
+
+Runs in its own process (vLLM patches a lot at import and can crash or hang); the parent
+enforces the timeout and turns a crash into a clear error. Writes a versioned JSON report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import time
+from dataclasses import fields
+from typing import Any
+
+from ..report import ModelInfo, ParamInfo, PatchRecord, ProbeReport, Quant, Request, VllmIdentity
+
+
+def _params(model: Any) -> dict[str, ParamInfo]:
+    if model is None:
+        return {}
+    out = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        out[name] = ParamInfo(shape=list(p.shape), dtype=str(p.dtype).removeprefix("torch."), module_class=None)
+    for path, module in model.named_modules():
+        for pname, _ in module.named_parameters(recurse=False):
+            full = f"{path}.{pname}" if path else pname
+            if full in out:
+                out[full].module_class = type(module).__name__
+    return out
+
+
+def _model_class(model: Any) -> str | None:
+    return None if model is None else f"{type(model).__module__}.{type(model).__qualname__}"
+
+
+def _request(request: dict[str, Any]) -> Request:
+    """What the report says was modelled: the request without its file paths (the parent
+    wrote every field of Request under its own name)."""
+    return Request(**{f.name: request[f.name] for f in fields(Request)})
+
+
+def platform_of(request: dict[str, Any]) -> dict[str, Any]:
+    """The part of a request that is fixed at import time: the GPU the platform shim stands in
+    (vLLM modules bind `current_platform` when they are imported). A probe worker serves
+    only requests with the platform it was started with."""
+    return {
+        "sm": list(request["sm"]),
+        "gpu_name": request["gpu_name"],
+        "gpu_memory": request["gpu_memory"],
+        "gpus": max(8, request["tensor_parallel_size"] * request.get("pipeline_parallel_size", 1)),
+    }
+
+
+def prepare(platform: dict[str, Any]) -> float:
+    """Everything a probe does before its first request-specific step (the shims, importing
+    vLLM and the probe's modules); seconds taken. A cold probe runs it first thing, a probe
+    worker once before it forks a child per request: both then run the same code on the
+    same state."""
+    t0 = time.perf_counter()
+    from . import runtime_shim
+
+    runtime_shim.install(tuple(platform["sm"]), platform["gpu_name"], platform["gpu_memory"], platform["gpus"])
+    import vllm  # noqa: F401
+
+    from . import (
+        wiring,  # noqa: F401
+    )
+    from .patches_bridge import apply_patches  # noqa: F401
+
+    # What construction imports first (older releases may lack one: construction then
+    # fails on it as it always did).
+    for name in _CONSTRUCTION_IMPORTS:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    return time.perf_counter() - t0
+
+
+_CONSTRUCTION_IMPORTS = (
+    "vllm.config",
+    "vllm.engine.arg_utils",
+    "vllm.distributed",
+    "vllm.distributed.parallel_state",
+    "vllm.model_executor.model_loader.utils",
+    "vllm.utils.torch_utils",
+)
+
+
+def _prepare_cold(request: dict[str, Any]) -> float:
+    from .. import phases
+
+    phases.emit("importing vLLM")
+    return prepare(platform_of(request))
+
+
+def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
+    """prepared: a worker ran prepare() before forking this process (its import time is not
+    this probe's)."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    timings["import"] = 0.0 if prepared else _prepare_cold(request)
+    from .gc_pause import gc_paused
+
+    with gc_paused():  # cold or forked alike: from here on the same code on the same state
+        return _probe(request, timings, t0)
+
+
+def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> ProbeReport:
+    import vllm
+
+    from .. import phases
+    from . import construct, engine_config, kernels, matchers, runtime_shim, wiring
+    from .patches_bridge import apply_patches
+
+    report = ProbeReport(
+        vllm=VllmIdentity(version=getattr(vllm, "__version__", None), commit=_commit()),
+        request=_request(request),
+        stubbed_modules=list(runtime_shim.NATIVE_MODULES + runtime_shim.LATE_STUBS),
+        timings=timings,
+    )
+    report.patches = [PatchRecord.from_apply(r["id"], r) for r in apply_patches(request.get("patches", []))]
+
+    t = time.perf_counter()
+    try:
+        # Exclusion lists some configs read only inside a method of their own (which
+        # prefixes they are asked about, and the names they compare): see matchers.
+        with matchers.record_consultations() as consultations:
+            built = construct.build(request)
+    except MemoryError:
+        raise  # the machine ran out: a probe failure (exit 3), not a finding about the checkpoint
+    except engine_config.ServeArgsRejected as exc:
+        report.serve_args_rejected = str(exc)  # bad input (exit 2), in vLLM's own words
+        return report
+    except Exception as exc:  # config-level failure (SpeculativeConfig, ModelConfig)
+        from .frames import error_record
+
+        report.config_error = error_record(exc)
+        return report
+    timings["construct"] = time.perf_counter() - t
+    separate = bool(request.get("speculative"))  # a draft from its own checkpoint (--draft)
+    hf = built.spec_config.draft_model_config.hf_config
+    report.models = {
+        "target": ModelInfo(
+            model_class=_model_class(built.target),
+            architecture=built.vllm_config.model_config.architectures[0],
+        ),
+        "draft": ModelInfo(
+            model_class=_model_class(built.draft),
+            architecture=built.spec_config.draft_model_config.architectures[0],
+            n_predict=built.spec_config.num_speculative_tokens
+            and getattr(built.spec_config.draft_model_config.hf_config, "n_predict", None),
+        ),
+    }
+    # Without `_name_or_path`: the temporary config directory, different in every probe.
+    report.draft_hf_config = {
+        k: v
+        for k, v in hf.to_dict().items()
+        if isinstance(v, (int, float, str, bool, type(None), list)) and k != "_name_or_path"
+    }
+    report.quant = Quant(
+        method=built.vllm_config.model_config.quantization,
+        config_class=type(built.vllm_config.quant_config).__name__
+        if built.vllm_config.quant_config is not None
+        else None,
+        draft_method=getattr(built.spec_config, "quantization", None)
+        or (built.spec_config.draft_model_config.quantization if separate else None),
+    )
+    report.construction_errors = built.errors
+    report.decisions = [d.to_report() for d in built.decisions]
+    report.params = {"target": _params(built.target), "draft": _params(built.draft)}
+
+    from vllm.config import set_current_vllm_config
+
+    _dry_run_loads(report, built, request, separate)
+
+    if built.target is not None and built.draft is not None:
+        t = time.perf_counter()
+        phases.emit("replaying the proposer's embedding and head sharing")
+        with set_current_vllm_config(built.vllm_config):
+            report.wiring = wiring.replay(built.draft, built.target, built.vllm_config, built.spec_config)
+        timings["wiring"] = time.perf_counter() - t
+
+    # The exclusion list of the checkpoint linted: a separate draft's own, over its layers.
+    qc = (built.draft_quant_configs or [None])[0] if separate else built.vllm_config.quant_config
+    lint_hf = built.spec_config.draft_model_config.hf_config if separate else built.vllm_config.model_config.hf_config
+    if qc is not None:
+        t = time.perf_counter()
+        phases.emit("matching exclusion entries with vLLM's own matchers")
+        decisions = [d for d in built.decisions if not separate or d.model == "draft"]
+        layers = [(d.model, d.prefix, d.layer) for d in decisions if d.layer is not None]
+        seen = {(m, p) for m, p, _ in layers}
+        layers += [(m, p, None) for m, p in built.prefixes if (m, p) not in seen and (not separate or m == "draft")]
+        original = getattr(qc, "_mtplint_original_get_quant_method", qc.get_quant_method)
+        models_of: dict[str, set[str]] = {}
+        for d in built.decisions:
+            models_of.setdefault(d.prefix, set()).add(d.model)
+
+        def model_of(prefix: str, cfg: Any) -> str:
+            models = models_of.get(prefix, set())
+            if len(models) == 1:
+                return next(iter(models))
+            return "target" if cfg is built.vllm_config else "draft"
+
+        compared = {(d.model, d.prefix): d.compared for d in built.decisions if d.compared}
+        report.exclusions = matchers.match_entries(
+            qc, original, layers, consultations, model_of, compared, _plain_linears(built, separate)
+        )
+        first = report.exclusions[0]
+        declared = getattr(lint_hf, "quantization_config", None)
+        first.as_written = matchers.as_written(first, declared)
+        first.filled_by = matchers.filled_by(qc, first, declared)
+        timings["exclusions"] = time.perf_counter() - t
+    phases.emit("asking vLLM's kernel predicates")
+    report.kernels = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])
+    timings["total"] = time.perf_counter() - t0
+    import resource
+
+    report.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return report
+
+
+def _dry_run_loads(report: ProbeReport, built: Any, request: dict[str, Any], separate: bool) -> None:
+    """Each built model's own load_weights() over its checkpoint's tensors: a separate draft's
+    from its own checkpoint."""
+    from vllm.config import set_current_vllm_config
+
+    from .. import phases
+    from . import dryrun
+
+    tensors = {"target": _tensors(request["tensors_file"])}
+    tensors["draft"] = _tensors(request["draft_tensors_file"]) if separate else tensors["target"]
+    for name, model in (("target", built.target), ("draft", built.draft)):
+        if model is None:
+            continue
+        t = time.perf_counter()
+        label = "the target" if name == "target" else ("the draft" if separate else "the MTP draft")
+        phases.emit(f"dry-run load of {label} ({len(tensors[name]):,} checkpoint tensors on meta)")
+        with set_current_vllm_config(built.vllm_config):
+            model_config = built.vllm_config.model_config if name == "target" else built.spec_config.draft_model_config
+            run = dryrun.run(
+                model,
+                tensors[name],
+                mtp_completeness=(name == "draft"),
+                elide=report.request.elide,
+                tp=report.request.tensor_parallel_size,
+                quantized=model_config.quantization is not None,
+            )
+        report.timings[f"load_{name}"] = time.perf_counter() - t
+        report.load[name] = run.to_report()
+    if separate and "target" in report.load:
+        report.load["target"] = _parameters_only(report.load["target"])
+
+
+def _tensors(path: str) -> list[tuple[Any, ...]]:
+    with open(path) as f:
+        return [tuple(t) for t in json.load(f)]
+
+
+def _parameters_only(load: Any) -> Any:
+    """A separate draft's lint keeps of the target's load only which parameters were filled
+    (the draft shares some of them): its tensors and errors belong to another checkpoint,
+    linted on its own, and would be read as the draft's."""
+    from ..report import LoadResult
+
+    # Both kinds of "filled" as loaded parameters: the weight flow credits shared target
+    # parameters from `loaded_params` once the tensors are gone (not every load_weights() returns them).
+    filled = sorted(set(load.loaded_params) | set(load.params_loaded_by_loader))
+    return LoadResult(loaded_params=filled, params_loaded_by_loader=load.params_loaded_by_loader)
+
+
+def _plain_linears(built: Any, draft_only: bool) -> list[tuple[str, str]]:
+    """(model, module path) of every torch nn.Linear: built without asking the quant config
+    (DeepSeek/GLM MTP `eh_proj`), so no exclusion entry decides it today."""
+    import torch
+
+    out = []
+    for name, model in (("target", built.target), ("draft", built.draft)):
+        if model is not None and not (draft_only and name == "target"):
+            out += [(name, path) for path, m in model.named_modules() if type(m) is torch.nn.Linear]
+    return out
+
+
+def _commit() -> str | None:
+    try:
+        from vllm import _version
+
+        return getattr(_version, "__commit_id__", None)
+    except Exception:
+        return None
+
+
+def main(argv: list[str]) -> int:
+    from ..lifecycle import die_with_parent
+
+    die_with_parent()  # before vLLM is imported: an orphaned probe must not run on
+    return answer(argv[1], argv[2], prepared=False)
+
+
+def answer(request_path: str, report_path: str, *, prepared: bool) -> int:
+    """Probe what REQUEST.json asks and write REPORT.json (atomically)."""
+    with open(request_path) as f:
+        request = json.load(f)
+    report = probe(request, prepared=prepared)
+    from .gc_pause import gc_paused
+
+    tmp = report_path + ".tmp"
+    with gc_paused(), open(tmp, "w") as f:
+        json.dump(report.to_json(), f)
+    import os
+
+    os.replace(tmp, report_path)
+    return 0
