@@ -6,8 +6,8 @@ use: the probe child imports this package in vLLM's environment, which need not 
 
 from typing import Any
 
+from .core import launch_env  # noqa: F401  (the environment as started, before torch writes to it)
 from .core.versions import __version__
-from .probe import launch_env  # noqa: F401  (the environment as started, before torch writes to it)
 
 __all__ = ["Report", "__version__", "lint"]
 

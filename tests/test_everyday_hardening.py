@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from mtplint.config.settings import settings_files
 from mtplint.core.errors import BadInput, clip
+from mtplint.core.launch_env import child_environ
 from mtplint.inventory.checkpoint import load_inventory
 from mtplint.pipeline.preflight import check_config
-from mtplint.probe.launch_env import child_environ
 
 from fixtures.sparse import write_sparse
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 from mtplint.config.settings import load_settings
+from mtplint.config.suppressions import Suppression
 from mtplint.core.errors import BadInput
 from mtplint.core.findings import Finding, Location
-from mtplint.pipeline.suppressions import Suppression
 from mtplint.reporters.json_report import load_schema
 from recorded_cli import case_checkpoint, mtplint, stand_in
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..view.report_view import frame_json
 from . import check
-from .context import Cause, Context, Hit, frame_json
+from .context import Cause, Context, Hit
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 from ..probe.report import ErrorRecord
+from ..view.report_view import frame_json
 from . import check
-from .context import Context, Hit, frame_json
+from .context import Context, Hit
 
 _DIVISIBILITY = re.compile(r"(\w+) = (\d+) is not divisible by (?:weight quantization )?(\w+) = (\d+)")
 

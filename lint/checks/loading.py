@@ -7,8 +7,9 @@ from collections import defaultdict
 from ..core import mtp_layout
 from ..core.findings import Location
 from ..probe.report import ErrorRecord, LoadError
+from ..view.report_view import frame_json
 from . import check
-from .context import Cause, Context, Hit, frame_json
+from .context import Cause, Context, Hit
 
 
 @check(fields=("config_key", "expected", "found", "error", "remedy"))

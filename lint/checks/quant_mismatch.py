@@ -10,8 +10,9 @@ from typing import Any
 from ..core.findings import Location
 from ..inventory.fingerprint import split_module
 from ..probe.report import MODELS, LoadError
+from ..view.report_view import frame_json, is_quantized_method
 from . import check
-from .context import Cause, Context, Hit, frame_json, is_quantized_method
+from .context import Cause, Context, Hit
 
 _NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute")
 
@@ -19,9 +20,9 @@ _NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute")
 def _group(ctx: Context) -> dict[tuple[str, str], list[LoadError]]:
     """Load errors by (model, the runtime module the failing tensor was headed for). Built
     once per lint: both checks of this module read it."""
-    cached = ctx.__dict__.get("_load_errors_by_module")
-    if cached is not None:
-        return cached
+    memo = ctx.memo("load_errors_by_module")
+    if "groups" in memo:
+        return memo["groups"]
     groups: dict[tuple[str, str], list[LoadError]] = defaultdict(list)
     runtime_parents: dict[tuple[str, str], str] | None = None
     for model, err in ctx.load_errors():
@@ -32,7 +33,7 @@ def _group(ctx: Context) -> dict[tuple[str, str], list[LoadError]]:
             module = _fused_layer_that_raised(ctx, model, err, runtime_parents)
         if module:
             groups[(model, module)].append(err)
-    ctx.__dict__["_load_errors_by_module"] = groups
+    memo["groups"] = groups
     return groups
 
 

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from ..core import mtp_layout
 from ..core.findings import Location
 from ..probe.report import MODELS
+from ..view.report_view import frame_json
 from . import check
-from .context import Cause, Context, Hit, frame_json
+from .context import Cause, Context, Hit
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def _skipped_by_draft_class(ctx: Context, table: dict[str, list[str]]) -> set[st
 def _draft_depth_fed(ctx: Context) -> int | None:
     """How many MTP layers the draft read tensors of (the highest on-disk MTP layer it fed,
     plus one); None when it fed no per-layer MTP tensor."""
-    cache = ctx.__dict__.setdefault("_draft_depth_fed", {})
+    cache = ctx.memo("draft_depth_fed")
     if "depth" not in cache:
         cache["depth"] = _fed_depth(ctx)
     return cache["depth"]

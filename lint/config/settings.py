@@ -69,7 +69,7 @@ FILE_KEYS = {
     "vllm-source": "vllm_source",
     "trust-remote-code": "trust_remote_code",
     "serve-args-file": "serve_args_file",
-    # [[suppress]] tables (mtplint.pipeline.suppressions): hide findings, so project-only like ignore.
+    # [[suppress]] tables (mtplint.config.suppressions): hide findings, so project-only like ignore.
     "suppress": "suppress",
 }
 CHECKPOINT_KEYS = (
@@ -204,7 +204,7 @@ def _validated(data: Any, where: str, owner: str) -> dict[str, Any]:
     values = {}
     for key, value in data.items():
         if key == "suppress":  # its entries' errors name the entry, not the whole value
-            from ..pipeline.suppressions import parse_suppressions
+            from .suppressions import parse_suppressions
 
             values["suppress"] = parse_suppressions(value, where)
             continue

@@ -119,7 +119,7 @@ def check_kv_cache_dtype(s: dict[str, Any]) -> None:
 def _probed_python(s: dict[str, Any]) -> str | bool | None:
     """The interpreter the probe will run: --vllm-python, else mtplint's own (None) unless
     --vllm-commit / --vllm-source name an environment chosen later (False)."""
-    from ..pipeline.session import interpreter_path
+    from ..envs.resolve import interpreter_path
 
     python = interpreter_path(s.get("vllm_python"))
     if python:

@@ -17,8 +17,8 @@ def guarded(run: Callable[[], int], debug: bool, echo: Callable[[str], None] | N
     anything else is an mtplint bug -> one line and exit 3. Tracebacks only with --debug.
     echo: where those lines go (stderr by default; `mtplint check A B` also keeps them for
     its report)."""
-    from ..probe.lifecycle import terminating_signals_raise
     from .progress import settle
+    from .signals import terminating_signals_raise
 
     say = echo or _stderr
 

@@ -72,7 +72,7 @@ class RunResult:
     vllm: dict[str, Any]  # {version, commit}
     inputs: dict[str, Any]  # {path, gpu, sm, num_speculative_tokens, tensor_parallel_size, patches}
     probe: dict[str, Any] = field(default_factory=dict)  # {cached, seconds, ...}
-    # Set by mtplint.pipeline.suppressions after the checks: findings moved out of `findings` by the
+    # Set by mtplint.pipeline.policy after the checks: findings moved out of `findings` by the
     # project's [[suppress]] entries or a --baseline, suppressions that matched nothing, and
     # the baseline's state ({file, matched, changed, new, fixed}) when one was given.
     suppressed: list[Suppressed] = field(default_factory=list)

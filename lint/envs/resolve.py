@@ -3,6 +3,8 @@ runs, provisioning the environment on first use."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,3 +73,15 @@ def release_env(x: str, say: provision.Say | None = None) -> store.Env | None:
     env = provision.release(rel.version, rel.commit, say=say)
     env.touch()
     return env
+
+
+def interpreter_path(python: str | Path | None) -> str | None:
+    """--vllm-python as the probe child can run it from its own working directory: a path
+    made absolute (not resolved: a venv's python is a symlink that must keep its name), a
+    bare command looked up on PATH."""
+    if not python:
+        return None
+    python = str(python)
+    if os.sep in python:
+        return os.path.abspath(python)
+    return shutil.which(python) or python

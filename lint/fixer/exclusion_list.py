@@ -229,7 +229,7 @@ def runtime_entries(
                 continue
             entries.append(entry)
             done |= {mp for mp in todo if mp[1].startswith(root)}
-    from ..checks.exclusion_entries import compared_names
+    from ..view.exclusions import compared_names
 
     for mp in todo:
         if mp in done:
@@ -246,7 +246,7 @@ def runtime_entries(
 def _whole_layer(ctx: Any, root: str, keep: set[tuple[str, str]], feed: dict[tuple[str, str], set[str]]) -> bool:
     """True when excluding everything under `root` excludes what is wanted and, beyond it,
     only modules that are unfed or already built unquantized from unquantized tensors."""
-    from ..checks.context import is_quantized_method
+    from ..view.report_view import is_quantized_method
 
     wanted_here = [mp for mp in keep if mp[1].startswith(root)]
     if len(wanted_here) < 2:

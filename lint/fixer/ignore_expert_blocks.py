@@ -58,8 +58,8 @@ def _edit(key: str, dead: set[str], names: list[str]):
 def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
-    from ..checks.context import Context
-    from ..checks.exclusion_entries import aimed_groups
+    from ..view.exclusions import aimed_groups
+    from ..view.report_view import ReportView
 
     aimed = [
         (f, key)
@@ -68,7 +68,7 @@ def plan(
     ]
     if not aimed:
         return []
-    ctx = Context(inventory, report, {})
+    ctx = ReportView(inventory, report, {})
     config_file = inventory.config_path.name
     changes: list[Change] = []
     groups_by_key: dict[str, dict] = {}
@@ -118,6 +118,6 @@ def plan(
 
 
 def _sections(ctx: Any) -> list[tuple[str, ExclusionSection]]:
-    from ..checks.exclusion_entries import sections
+    from ..view.exclusions import sections
 
     return sections(ctx)

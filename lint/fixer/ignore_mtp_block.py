@@ -20,7 +20,7 @@ ID = "ignore-unquantized-mtp-block"
 def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
-    from ..checks.context import Context
+    from ..view.report_view import ReportView
     from .exclusion_list import exclusion_list, feeders, runtime_entries
 
     wanted = []
@@ -35,7 +35,7 @@ def plan(
     lst = exclusion_list(inventory)
     if not wanted or lst is None:
         return []
-    ctx = Context(inventory, report, {})
+    ctx = ReportView(inventory, report, {})
     entries, notes = runtime_entries(ctx, lst, wanted, feeders(ctx), collapse=False)
     if not entries:
         return []

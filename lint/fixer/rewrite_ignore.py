@@ -21,8 +21,8 @@ ID = "rewrite-ignore-to-runtime-names"
 def plan(
     inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
 ) -> list[Change]:
-    from ..checks.context import Context
-    from ..checks.exclusion_entries import ModuleNames, ondisk_modules_meant, runtime_prefixes_meant
+    from ..view.exclusions import ModuleNames, ondisk_modules_meant, runtime_prefixes_meant
+    from ..view.report_view import ReportView
     from .exclusion_list import exclusion_list, feeders, runtime_entries
 
     # Entries of a list compared with on-disk block names (evidence.vllm_compares) are
@@ -37,7 +37,7 @@ def plan(
     lst = exclusion_list(inventory)
     if not dead or lst is None:
         return []
-    ctx = Context(inventory, report, {})
+    ctx = ReportView(inventory, report, {})
     feed = feeders(ctx)
     modules = ModuleNames(inventory.modules)
     drop_dead = bool((options or {}).get("drop_dead"))

@@ -88,7 +88,7 @@ def _side_by_side(
     propagates."""
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-    from ..probe.lifecycle import terminating_signals_raise
+    from ..core.signals import terminating_signals_raise
     from ..probe.runner import end_running_probes
 
     groups: dict[str, list[int]] = {}

@@ -35,7 +35,7 @@ def lint_with_policy(path: Path, s: dict[str, Any], progress: Any = None) -> tup
     """The lint, then [[suppress]] and --baseline: (linted, result, lines for stderr). What
     `mtplint check` and the Python API (mtplint.lint) share."""
     from ..pipeline.session import lint
-    from ..pipeline.suppressions import Policy
+    from .policy import Policy
 
     policy = Policy.from_settings(s)  # before the probe: an unreadable --baseline is exit 2 at once
     linted = lint(path, s, progress=progress)

@@ -3,8 +3,6 @@ inventory + probe report -> rule checks -> findings."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +76,7 @@ def _lint(
     progress: Callable[[str], None] | None,
     inventory: Inventory | None,
 ) -> Linted:
-    from ..envs.resolve import probe_target
+    from ..envs.resolve import interpreter_path, probe_target
     from ..inventory.checkpoint import load_inventory
     from ..patches.catalog import PATCHES, in_range
     from ..probe import cache
@@ -184,7 +182,7 @@ def provision(s: dict[str, Any]) -> None:
     """Provision (or find) the probe environment a lint with these settings probes. A matrix
     calls it for each vLLM before its cells run side by side: two lints must never install
     one environment at the same time."""
-    from ..envs.resolve import probe_target
+    from ..envs.resolve import interpreter_path, probe_target
 
     probe_target(s, interpreter_path(s.get("vllm_python")))
 
@@ -240,15 +238,3 @@ def judge(
         if f.fixes.patches:
             f.fixes.serve = serve_command(inputs.get("path") or path, request, f.fixes.patches)
     return findings, evaluated
-
-
-def interpreter_path(python: str | Path | None) -> str | None:
-    """--vllm-python as the probe child can run it from its own working directory: a path
-    made absolute (not resolved: a venv's python is a symlink that must keep its name), a
-    bare command looked up on PATH."""
-    if not python:
-        return None
-    python = str(python)
-    if os.sep in python:
-        return os.path.abspath(python)
-    return shutil.which(python) or python

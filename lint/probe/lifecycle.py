@@ -16,48 +16,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from ..core.errors import Terminated
+from ..core.signals import signals_held
 
 TEMP_PREFIX = "mtplint-probe-"
 _OWNER_FILE = "owner"
-_TERMINATING = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s)
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated(signum)
-
-
-@contextlib.contextmanager
-def terminating_signals_raise() -> Iterator[None]:
-    """Inside: SIGTERM and SIGHUP raise Terminated, so finally blocks and context managers
-    run as on Ctrl-C (their default action ends the process with no cleanup at all)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.signal(s, _raise_terminated) for s in _TERMINATING}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Delay SIGINT/SIGTERM/SIGHUP for a short cleanup, so that a second Ctrl-C cannot cut
-    it off halfway; a signal that arrived meanwhile is delivered on the way out."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = {signal.SIGINT, *_TERMINATING}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def end_group(proc: object) -> None:

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput, ProbeFailure
+from ..core.launch_env import child_environ
+from ..core.signals import terminating_signals_raise
 from ..inventory.model import Inventory
 from . import cache, phases, staged_headers, workers
 from .child.entry import platform_of
 from .child.gc_pause import gc_paused
-from .launch_env import child_environ
-from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale, terminating_signals_raise
+from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale
 from .memory_cap import format_size, tree_rss
 from .report import SCHEMA_VERSION, ProbeReport, Request
 

@@ -31,12 +31,12 @@ class ModuleRow:
 
 
 def draft_modules(inventory: Inventory, report: ProbeReport | Any, findings: list[Finding]) -> list[ModuleRow]:
-    from ..checks.context import Context, is_quantized_method
     from ..probe.report import ProbeReport
+    from ..view.report_view import ReportView, is_quantized_method
 
     if not isinstance(report, ProbeReport):
         report = ProbeReport.from_json(dict(report))
-    ctx = Context(inventory, report, {})
+    ctx = ReportView(inventory, report, {})
     ondisk: dict[str, set[str]] = {}
     for module, model, prefix in ctx.ondisk_to_runtime:
         if model == "draft":

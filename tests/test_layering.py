@@ -1,0 +1,120 @@
+"""The package's layers, read from its imports (tests/import_graph.py): the data flows one way,
+nothing imports the command line but the command line, and the probe child runs in vLLM's
+interpreter with nothing of mtplint but what it needs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from import_graph import PACKAGE, cycles, imports, modules
+
+# What each layer may import besides itself and mtplint.core. A layer not named may import
+# any layer but the ones some rule below keeps from it.
+ALLOWED = {
+    "mtplint.core": set(),
+    "mtplint.probe.child": {
+        "mtplint.patches",
+        "mtplint.probe.report",
+        "mtplint.probe.lifecycle",
+        "mtplint.probe.phases",
+    },
+    "mtplint.view": {"mtplint.inventory", "mtplint.probe.report"},
+    "mtplint.checks": {"mtplint.view", "mtplint.inventory", "mtplint.probe.report", "mtplint.engine"},
+}
+# Layers below the pipeline: none of them imports the settings, the pipeline or an output stage.
+LOWER = ("mtplint.core", "mtplint.inventory", "mtplint.probe", "mtplint.view", "mtplint.checks", "mtplint.engine")
+UPPER = ("mtplint.config", "mtplint.pipeline", "mtplint.cli", "mtplint.fixer", "mtplint.reporters")
+
+
+def _in(module: str, layer: str) -> bool:
+    return module == layer or module.startswith(layer + ".")
+
+
+def _violations(rule: str, importer_layer: str, may_import: set[str]) -> list[str]:
+    out = []
+    for module, imported in imports().items():
+        if not _in(module, importer_layer):
+            continue
+        for target in imported:
+            if target in ("mtplint", "mtplint.probe") or _in(target, importer_layer) or _in(target, "mtplint.core"):
+                continue
+            if not any(_in(target, ok) for ok in may_import):
+                out.append(f"{rule}: {module} imports {target}")
+    return out
+
+
+def test_no_import_cycles():
+    assert cycles() == []
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_each_layer_imports_only_what_it_may(layer):
+    assert _violations(layer, layer, ALLOWED[layer]) == []
+
+
+def test_nothing_below_the_pipeline_imports_above_it():
+    found = [
+        f"{m} imports {t}"
+        for m, targets in imports().items()
+        if any(_in(m, low) for low in LOWER)
+        for t in targets
+        if any(_in(t, up) for up in UPPER)
+    ]
+    assert found == []
+
+
+def test_only_the_command_line_imports_the_command_line():
+    found = [
+        f"{m} imports {t}"
+        for m, targets in imports().items()
+        if not _in(m, "mtplint.cli") and m != "mtplint.__main__"
+        for t in targets
+        if _in(t, "mtplint.cli")
+    ]
+    assert found == []
+
+
+def test_the_fixer_and_the_reporters_read_the_report_view_not_the_checks():
+    found = [
+        f"{m} imports {t}"
+        for m, targets in imports().items()
+        if _in(m, "mtplint.fixer") or _in(m, "mtplint.reporters")
+        for t in targets
+        if _in(t, "mtplint.checks")
+    ]
+    assert found == []
+
+
+def test_the_top_of_the_package_holds_at_most_five_modules():
+    top = [p.name for p in PACKAGE.glob("*.py")]
+    assert len(top) <= 5, top
+
+
+def test_the_import_graph_sees_every_module():
+    # A layering test that parsed nothing would pass: it must know the modules it judges.
+    assert {"mtplint.cli.app", "mtplint.probe.child.entry", "mtplint.view.report_view"} <= set(modules())
+    assert "mtplint.core.errors" in imports()["mtplint.cli.app"]
+
+
+_BLOCKER = """
+import importlib.abc, sys
+ALLOWED = ("mtplint.core", "mtplint.patches", "mtplint.probe.child", "mtplint.probe.report",
+           "mtplint.probe.lifecycle", "mtplint.probe.phases")
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.startswith("mtplint.") and not any(name == a or name.startswith(a + ".") for a in ALLOWED):
+            if name not in ("mtplint.probe",):
+                raise ImportError("the probe child imported " + name)
+        return None
+sys.meta_path.insert(0, Block())
+import mtplint.probe.child.entry, mtplint.probe.child.worker, mtplint.probe.child.construct
+import mtplint.probe.child.dryrun, mtplint.probe.child.matchers, mtplint.probe.child.engine_config
+print("ok")
+"""
+
+
+def test_the_probe_child_imports_nothing_outside_its_own_modules():
+    run = subprocess.run([sys.executable, "-c", _BLOCKER], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
