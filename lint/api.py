@@ -19,17 +19,16 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import click
-
+from .config.schema import GIVEN, checked
+from .config.settings import ALIASES
 from .core.errors import BadInput
 from .core.findings import RunResult
 
-# Options of `mtplint check` that shape its output, not the lint: not API options.
-_CLI_ONLY = frozenset(
-    {"path", "formats", "outputs", "output_format", "verbose", "statistics", "color", "repo_root", "quiet", "debug"}
+# Settings that shape the CLI's output, or belong to `mtplint fix`: not lint() options.
+_NOT_API = frozenset(
+    {"formats", "outputs", "output_format", "verbose", "statistics", "color", "repo_root", "quiet", "debug"}
+    | {"only", "dry_run", "drop_dead", "out"}
 )
-# Comma-separated on the command line; a list is accepted here too.
-_LISTS = frozenset({"select", "ignore_codes", "with_patches"})
 
 
 @dataclass
@@ -61,51 +60,37 @@ class Report(RunResult):
 
 
 def options() -> list[str]:
-    """The option names lint() takes: `mtplint check`'s long options with underscores."""
-    return sorted({"ignore", *(n for n in _params() if n != "ignore_codes")})
+    """The option names lint() takes: the Settings fields a lint reads (lint/config/schema.py)."""
+    return sorted((GIVEN - _NOT_API) | {"with_patches"})
 
 
 def lint(path: str | Path, **opts: Any) -> Report:
-    """Lint the checkpoint directory `path`. Options as `mtplint check`'s long options with
-    underscores (num_speculative_tokens=2, gpu="h100", tensor_parallel_size=8, select=["MTP0"],
-    vllm_python=..., fail_on="warning", ...); `mtplint.toml` / `[tool.mtplint]` in the working
-    directory and the checkpoint's own `mtplint.toml` apply as they do for the CLI."""
+    """Lint the checkpoint directory `path`. Options are Settings fields (num_speculative_tokens=2,
+    gpu="h100", tensor_parallel_size=8, select=["MTP0"], vllm_python=..., fail_on="warning", ...),
+    each held to the check a settings file's value is; `mtplint.toml` / `[tool.mtplint]` in the
+    working directory and the checkpoint's own `mtplint.toml` apply as they do for the CLI."""
     from .pipeline.entry import exit_code, lint_with_policy, usable_settings
 
     path = Path(path)
-    s = usable_settings(path, _cli_values(opts), announce=False)
+    s = usable_settings(path, settings_options(opts), announce=False)
     _linted, result, notes = lint_with_policy(path, s)
     base = {f.name: getattr(result, f.name) for f in fields(RunResult)}
-    return Report(**base, exit_code=exit_code(result, s["fail_on"]), fail_on=s["fail_on"], notes=notes)
+    return Report(**base, exit_code=exit_code(result, s.fail_on), fail_on=s.fail_on, notes=notes)
 
 
-def _params() -> dict[str, click.Parameter]:
-    from .cli.check import check_cmd
-
-    return {p.name: p for p in check_cmd.params if p.name and p.name not in _CLI_ONLY}
-
-
-def _cli_values(opts: dict[str, Any]) -> dict[str, Any]:
-    """Keyword options -> the values click would have parsed, through the same parameter types
-    (a bad value is BadInput, as the CLI's usage error is exit 2)."""
-    from .cli.check import check_cmd
-
-    params = _params()
-    opts = dict(opts)
-    if "ignore" in opts:
-        opts["ignore_codes"] = opts.pop("ignore")
-    unknown = sorted(set(opts) - set(params))
+def settings_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """Keyword options, each through its setting's check (a bad value is BadInput, as the CLI's
+    usage error is exit 2); an unknown keyword is a TypeError, as for any Python function."""
+    unknown = sorted(set(opts) - set(options()))
     if unknown:
         raise TypeError(f"mtplint.lint() got unknown option(s) {', '.join(unknown)}; known: {', '.join(options())}")
-    ctx = click.Context(check_cmd)
-    values: dict[str, Any] = {"quiet": True, "formats": (), "outputs": ()}
+    values: dict[str, Any] = {"quiet": True}
     for name, value in opts.items():
         if value is None:
             continue
-        if name in _LISTS and isinstance(value, (list, tuple)):
-            value = ",".join(map(str, value))
+        field = ALIASES.get(name, name)
         try:
-            values[name] = params[name].type_cast_value(ctx, value)
-        except click.BadParameter as exc:
-            raise BadInput(f"{name}: {exc.message}") from None
+            values[field] = checked(field, value)
+        except ValueError as why:
+            raise BadInput(f"{name} must be {why}, not {value!r:.80}") from None
     return values

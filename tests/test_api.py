@@ -70,11 +70,11 @@ def test_options_go_through_the_cli_types(demo):
 @pytest.mark.parametrize(
     ("options", "says"),
     [
-        ({"num_speculative_tokens": 0}, "num_speculative_tokens: 0 is not in the range 1<=x<=64"),
+        ({"num_speculative_tokens": 0}, "num_speculative_tokens must be an integer from 1 to 64, not 0"),
         ({"select": ["MTP999"]}, "unknown rule code 'MTP999'"),
         ({"kv_cache_dtype": "fp9"}, "did you mean fp8"),
         ({"probe_timeout": -5}, "positive number of seconds"),
-        ({"fail_on": "fatal"}, "fail_on: 'fatal' is not one of"),
+        ({"fail_on": "fatal"}, 'fail_on must be "error", "warning" or "info", not \'fatal\''),
         ({"reference": "/nonexistent/source"}, "(the --reference checkpoint)"),
     ],
 )

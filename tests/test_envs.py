@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from mtplint.config.schema import Settings
 from mtplint.core.errors import BadInput
 from mtplint.envs import provision, releases, store
 from mtplint.envs.resolve import probe_target, release_env
@@ -172,8 +173,8 @@ def test_pinned_release_is_the_default_environment():
 
     pinned = importlib.metadata.version("vllm")
     assert release_env(pinned) is None
-    assert probe_target({"vllm_commit": pinned, "quiet": True}, None).python is None
-    assert probe_target({"vllm_commit": "0.31.0", "quiet": True}, "/some/python").python == "/some/python"
+    assert probe_target(Settings(vllm_commit=pinned, quiet=True), None).python is None
+    assert probe_target(Settings(vllm_commit="0.31.0", quiet=True), "/some/python").python == "/some/python"
 
 
 def test_installer_choice(monkeypatch, tmp_path):

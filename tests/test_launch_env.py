@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from mtplint.probe import launch_env
+from mtplint.core import launch_env
 
 
 def test_a_variable_an_import_wrote_is_dropped(monkeypatch):

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 
 import pytest
+from mtplint.config.schema import Settings
 from mtplint.core.findings import Finding, Location
 from mtplint.matrix.cells import Cell, combinations, works_on
 from mtplint.matrix.render import build_json, render_junit, render_text
@@ -132,12 +133,12 @@ def _fake_lint(
     lock, state = threading.Lock(), {"now": 0, "most": 0}
 
     def lint(path, s, inventory, progress):
-        n = s["num_speculative_tokens"]
+        n = s.num_speculative_tokens
         with lock:
             state["now"] += 1
             state["most"] = max(state["most"], state["now"])
             if log is not None:
-                log.append(("lint", s.get("vllm_commit"), n, inventory))
+                log.append(("lint", s.vllm_commit, n, inventory))
         if hooks and n in hooks:
             hooks[n]()
         time.sleep(delays[n])
@@ -146,7 +147,7 @@ def _fake_lint(
         if n in fail:
             raise BadInput(f"cell n={n} failed")
         result = SimpleNamespace(
-            vllm={"version": s.get("vllm_commit")}, inputs={"num_speculative_tokens": n}, findings=[], probe={}
+            vllm={"version": s.vllm_commit}, inputs={"num_speculative_tokens": n}, findings=[], probe={}
         )
         return SimpleNamespace(inventory=inventory, path_inventory=None, inputs=result.inputs, result=lambda: result)
 
@@ -205,11 +206,11 @@ def test_cells_side_by_side_keep_the_combinations_order_and_provision_first():
     inventory = object()
     cells = run_matrix(
         Path("x"),
-        {},
+        Settings(),
         axes,
         lint,
         jobs=2,
-        prepare=lambda s: log.append(("prepare", s["vllm_commit"])),
+        prepare=lambda s: log.append(("prepare", s.vllm_commit)),
         inventory=inventory,
     )
     assert [(c.vllm["version"], c.inputs["num_speculative_tokens"]) for c in cells] == [
@@ -228,7 +229,7 @@ def test_one_cell_at_a_time_with_jobs_1():
     from mtplint.matrix.cells import run_matrix
 
     lint, state = _fake_lint({1: 0.05, 2: 0.0})
-    cells = run_matrix(Path("x"), {}, {"vllm": ["0.33.0"], "n": [1, 2], "gpu": [None], "tp": [1]}, lint, jobs=1)
+    cells = run_matrix(Path("x"), Settings(), {"vllm": ["0.33.0"], "n": [1, 2], "gpu": [None], "tp": [1]}, lint, jobs=1)
     assert len(cells) == 2 and state["most"] == 1
 
 
@@ -249,7 +250,7 @@ def test_the_first_failing_cell_in_order_fails_the_matrix(monkeypatch):
 
     lint, _ = _fake_lint({1: 0.0, 2: 0.0, 3: 0.0}, fail=frozenset({2, 3}), hooks={2: second_fails_after_the_third})
     with pytest.raises(BadInput, match="cell n=2 failed"):
-        run_matrix(Path("x"), {}, {"vllm": ["0.33.0"], "n": [1, 2, 3], "gpu": [None], "tp": [1]}, lint, jobs=3)
+        run_matrix(Path("x"), Settings(), {"vllm": ["0.33.0"], "n": [1, 2, 3], "gpu": [None], "tp": [1]}, lint, jobs=3)
 
 
 def test_end_running_probes_kills_every_waited_for_child():
@@ -296,6 +297,8 @@ def test_no_cell_starts_after_a_failure(monkeypatch):
     hooks = {1: first_fails_once_the_second_runs, 2: second_ends_after_the_first}
     lint, _ = _fake_lint({1: 0.0, 2: 0.0, 3: 0.0, 4: 0.0}, fail=frozenset({1}), log=log, hooks=hooks)
     with pytest.raises(BadInput, match="cell n=1 failed"):
-        run_matrix(Path("x"), {}, {"vllm": ["0.33.0"], "n": [1, 2, 3, 4], "gpu": [None], "tp": [1]}, lint, jobs=2)
+        run_matrix(
+            Path("x"), Settings(), {"vllm": ["0.33.0"], "n": [1, 2, 3, 4], "gpu": [None], "tp": [1]}, lint, jobs=2
+        )
     assert submitted.nth(0).done()
     assert sorted(entry[2] for entry in log) == [1, 2]

@@ -56,7 +56,7 @@ def judged(path: Path, reference: Path | None, select: str = "MTP019,MTP020") ->
     assert record is not None
     report = ProbeReport.from_json(record["report"])
     ref = load_reference(settings)
-    inputs = {**record["inputs"], "path": str(path), **reference_inputs(ref, settings["reference"])}
+    inputs = {**record["inputs"], "path": str(path), **reference_inputs(ref, settings.reference)}
     findings, _ = judge(
         path, load_inventory(path), report, inputs, ProbeRequest.replaying(report.request), settings, reference=ref
     )

@@ -55,15 +55,15 @@ def _lint_recorded(case_id: str, case_json: str) -> tuple[int, dict]:
     request = ProbeRequest.replaying(report.request)
     inputs = {**record["inputs"], "path": str(path)}
     if case.get("draft_recipe"):  # the draft is the checkpoint linted, as in session.lint
-        inputs = {**inputs, "target": str(path), "path": settings["draft"]}
-        path = Path(settings["draft"])
+        inputs = {**inputs, "target": str(path), "path": settings.draft or ""}
+        path = Path(settings.draft or "")
     reference = load_reference(settings)  # as in session.lint: read, never probed
-    inputs = {**inputs, **reference_inputs(reference, settings["reference"])}
+    inputs = {**inputs, **reference_inputs(reference, settings.reference)}
     inventory = load_inventory(path)
     findings, evaluated = judge(path, inventory, report, inputs, request, settings, reference=reference)
     linted = Linted(inventory, report, findings, evaluated, inputs, request)
     worst = max((SEVERITY_RANK[f.severity] for f in findings), default=-1)
-    rc = 1 if worst >= SEVERITY_RANK[settings["fail_on"]] else 0
+    rc = 1 if worst >= SEVERITY_RANK[settings.fail_on] else 0
     return rc, build_report(linted.result())
 
 

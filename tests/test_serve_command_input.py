@@ -82,8 +82,8 @@ def test_serve_args_file_reads_as_a_shell_does(tmp_path):
 
 def test_settings_take_the_serve_command(tmp_path):
     s = load_settings(tmp_path, {"serve_command": ["vllm", "serve", str(tmp_path), "-tp", "4", "--enforce-eager"]})
-    assert s["tensor_parallel_size"] == 4
-    assert s["serve_argv"] == [str(tmp_path), "-tp", "4", "--enforce-eager"]
+    assert s.tensor_parallel_size == 4
+    assert s.serve_argv == (str(tmp_path), "-tp", "4", "--enforce-eager")
 
 
 def test_an_option_contradicting_the_serve_command_is_bad_input(tmp_path):

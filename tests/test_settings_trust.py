@@ -86,8 +86,8 @@ def test_project_file_can_set(project, key, where):
     (project / "serve.sh").write_text("vllm serve ./ckpt --tensor-parallel-size 2\n")  # serve-args-file's
     s = load_settings(Path("ckpt"), {})
     name = FILE_KEYS[key]
-    assert s[name if name != "with_patches" else "patches"] not in (None, False, [], 600.0, "error"), s
-    assert s["settings_files"] == [
+    assert getattr(s, name) not in (None, False, (), 600.0, "error"), s
+    assert list(s.settings_files) == [
         {
             "path": "./mtplint.toml" if where == "mtplint.toml" else "./pyproject.toml [tool.mtplint]",
             "source": "project",
@@ -101,18 +101,18 @@ def test_checkpoint_file_sets_deploy_inputs_and_loses_to_project_and_command_lin
         'kv-cache-dtype = "fp8"\ngpu = "b200"\n'
     )
     s = load_settings(Path("ckpt"), {})
-    assert (s["num_speculative_tokens"], s["tensor_parallel_size"], s["pipeline_parallel_size"]) == (3, 8, 2)
-    assert (s["kv_cache_dtype"], s["gpu"], s["sm"]) == ("fp8", "b200", None)
-    assert s["settings_files"] == [{"path": str(Path("ckpt") / "mtplint.toml"), "source": "checkpoint"}]
+    assert (s.num_speculative_tokens, s.tensor_parallel_size, s.pipeline_parallel_size) == (3, 8, 2)
+    assert (s.kv_cache_dtype, s.gpu, s.sm) == ("fp8", "b200", None)
+    assert list(s.settings_files) == [{"path": str(Path("ckpt") / "mtplint.toml"), "source": "checkpoint"}]
 
     (project / "mtplint.toml").write_text('tensor-parallel-size = 4\nsm = "9.0"\nignore = "MTP013"\n')
     s = load_settings(Path("ckpt"), {"num_speculative_tokens": 2, "ignore_codes": "MTP001"})
-    assert s["num_speculative_tokens"] == 2  # command line over the checkpoint
-    assert s["tensor_parallel_size"] == 4  # project over the checkpoint
-    assert s["pipeline_parallel_size"] == 2  # only the checkpoint says
-    assert (s["gpu"], s["sm"]) == (None, "9.0")  # gpu and sm are one setting: the project's sm wins whole
-    assert s["ignore"] == ["MTP001"]
-    assert [f["source"] for f in s["settings_files"]] == ["project", "checkpoint"]
+    assert s.num_speculative_tokens == 2  # command line over the checkpoint
+    assert s.tensor_parallel_size == 4  # project over the checkpoint
+    assert s.pipeline_parallel_size == 2  # only the checkpoint says
+    assert (s.gpu, s.sm) == (None, "9.0")  # gpu and sm are one setting: the project's sm wins whole
+    assert s.ignore == ("MTP001",)
+    assert [f["source"] for f in s.settings_files] == ["project", "checkpoint"]
     line = sources_line(s)
     assert line == (
         f"mtplint: settings from ./mtplint.toml, {Path('ckpt') / 'mtplint.toml'} (checkpoint: deploy inputs only)"

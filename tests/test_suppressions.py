@@ -32,7 +32,7 @@ def project(tmp_path, monkeypatch) -> Path:
 
 def _suppress(project: Path, text: str) -> tuple:
     (project / "mtplint.toml").write_text(text)
-    return load_settings(Path("ckpt"), {})["suppress"]
+    return load_settings(Path("ckpt"), {}).suppress
 
 
 # -- parsing ---------------------------------------------------------------------------------
@@ -63,7 +63,7 @@ def test_pyproject_tables_parse(project):
         '[project]\nname = "x"\n\n[tool.mtplint]\nselect = "MTP"\n\n'
         '[[tool.mtplint.suppress]]\nid = "MTP013:mtp.0.x"\nreason = "kept for the next release"\n'
     )
-    (got,) = load_settings(Path("ckpt"), {})["suppress"]
+    (got,) = load_settings(Path("ckpt"), {}).suppress
     assert (got.id, got.source, got.line) == ("MTP013:mtp.0.x", "./pyproject.toml [tool.mtplint]", 7)
     assert got.where() == "./pyproject.toml:7"
 
@@ -192,14 +192,14 @@ def test_suppressed_findings_do_not_count_and_are_reported_with_their_reason(see
     assert rc == 1  # the five MTP002 errors still count
     assert {f["code"] for f in report["findings"]} == {"MTP002"}
     assert report["summary"]["error"] == 5
-    suppressed = {s["id"]: s["suppression"] for s in report["suppressed"]}
+    suppressed = {s.id: s.suppression for s in report["suppressed"]}
     assert len(suppressed) == 6
     assert suppressed[f"MTP001:{SEED_ENTRY}"] == {
         "kind": "config",
         "reason": "kept for vLLM 0.34, which matches it",
         "source": "./mtplint.toml:1 [[suppress]] entry 1",
     }
-    assert {s["reason"] for i, s in suppressed.items() if i.startswith("MTP005:")} == {"follows from MTP002"}
+    assert {s.reason for i, s in suppressed.items() if i.startswith("MTP005:")} == {"follows from MTP002"}
     assert "unused_suppressions" not in report
     jsonschema.validators.validator_for(load_schema())(load_schema()).validate(report)
 

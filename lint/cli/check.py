@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from ..config.schema import Settings
+from ..config.settings import Options, given_values
 from ..core.errors import EXIT_BAD_INPUT
 from ..core.exit_guard import guarded
 from ..core.progress import progress_reporter
@@ -109,9 +111,10 @@ def check_cmd(path: tuple[str, ...], **opts: Any) -> None:
     sys.exit(run_check_many(list(path), opts))
 
 
-def _draft_with_many(opts: dict[str, Any], paths: int) -> int:
-    check_draft_usage(opts, paths)  # raises: a draft belongs to one target
-    check_reference_usage(opts, paths)  # raises: a reference is one checkpoint's source
+def _draft_with_many(opts: Options, paths: int) -> int:
+    given = Settings(**given_values(opts))
+    check_draft_usage(given, paths)  # raises: a draft belongs to one target
+    check_reference_usage(given, paths)  # raises: a reference is one checkpoint's source
     return EXIT_BAD_INPUT
 
 
@@ -121,37 +124,37 @@ def _serve_without_model() -> int:
     raise BadInput("vllm serve command: name the checkpoint to lint as its model (vllm serve PATH FLAGS...)")
 
 
-def run_check(path: Path, opts: dict[str, Any]) -> int:
+def run_check(path: Path, opts: Options) -> int:
     return guarded(lambda: _check(path, usable_settings(path, opts)), bool(opts.get("debug")))
 
 
-def _check(path: Path, s: dict[str, Any]) -> int:
+def _check(path: Path, s: Settings) -> int:
     from ..engine.loader import load_rules
 
-    linted, result, notes = lint_with_policy(path, s, progress=progress_reporter(s["quiet"]))
+    linted, result, notes = lint_with_policy(path, s, progress=progress_reporter(s.quiet))
     for line in notes:
         click.echo(line, err=True)
     _report(path, s, linted, result, load_rules())
-    return exit_code(result, s["fail_on"])
+    return exit_code(result, s.fail_on)
 
 
-def _report(path: Path, s: dict[str, Any], linted: Any, result: Any, rules: dict[str, Any]) -> None:
+def _report(path: Path, s: Settings, linted: Any, result: Any, rules: dict[str, Any]) -> None:
     """Every --format to its --output (stdout by default), and the GitHub job summary."""
     from ..reporters import render
     from ..reporters.github import write_step_summary
 
     checked = checked_report(str(path), s, linted, result)
-    full = s.get("output_format") == "full" or bool(s.get("verbose"))
+    full = s.output_format == "full" or bool(s.verbose)
     for fmt, out, color in output_targets(s):
         text = render(
             result,
             fmt,
             rules,
             color=color,
-            fail_on=s["fail_on"],
+            fail_on=s.fail_on,
             uri_prefix=checked.uri_prefix,
             full=full,
-            statistics=bool(s.get("statistics")),
+            statistics=bool(s.statistics),
             modules=checked.modules,
         )
         emit(text, out, color)

@@ -12,10 +12,11 @@ import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import click
 
+from ..config.schema import Settings
+from ..config.settings import Options
 from ..core.errors import EXIT_BAD_INPUT, BadInput
 from ..core.exit_guard import guarded
 from ..core.textsafe import terminal_safe
@@ -40,14 +41,14 @@ class _Stderr:
         return next(iter(self.lines[mark:]), "mtplint: error")
 
 
-def run_check_many(given: list[str], opts: dict[str, Any]) -> int:
+def run_check_many(given: list[str], opts: Options) -> int:
     debug = bool(opts.get("debug"))
     say = _Stderr()
     rc = guarded(lambda: _refuse_one_path_options(opts), debug, say)
     if rc:
         return rc
     # Every PATH's settings before any probe: a usage error is exit 2 before 10-40 s of probing.
-    settings: list[dict[str, Any]] = []
+    settings: list[Settings | None] = []
     entries: list[Entry | None] = []
     for path in given:
         rc, failed = _attempt(partial(_settings, path, opts, say, settings), path, debug, say)
@@ -55,23 +56,25 @@ def run_check_many(given: list[str], opts: dict[str, Any]) -> int:
             return rc
         entries.append(failed)
         if failed is not None:
-            settings.append({})
+            settings.append(None)
     codes = [e.exit_code for e in entries if isinstance(e, NotLinted)]
     for i, path in enumerate(given):
         if entries[i] is not None:
             continue
         linted: list[Checked] = []
-        rc, failed = _attempt(partial(_lint_one, path, settings[i], linted), path, debug, say)
+        s = settings[i]
+        assert s is not None  # a PATH without settings has its entry already
+        rc, failed = _attempt(partial(_lint_one, path, s, linted), path, debug, say)
         if rc >= _STOP:
             return rc
         entries[i] = linted[0] if linted else failed
         codes.append(rc)
     done = [e for e in entries if e is not None]
     worst = worst_exit(codes)
-    first = next((i for i, e in enumerate(done) if isinstance(e, Checked)), None)
+    first = next((s for e, s in zip(entries, settings, strict=True) if isinstance(e, Checked)), None)
     if first is None:
         return worst  # nothing linted: no report, as for one PATH that fails
-    return worst_exit([worst, guarded(lambda: _report_set(done, settings[first]), debug)])
+    return worst_exit([worst, guarded(lambda: _report_set(done, first), debug)])
 
 
 def _attempt(step: Callable[[], int], path: str, debug: bool, say: _Stderr) -> tuple[int, NotLinted | None]:
@@ -81,19 +84,19 @@ def _attempt(step: Callable[[], int], path: str, debug: bool, say: _Stderr) -> t
     return rc, (NotLinted(path, rc, say.first_since(mark)) if EXIT_BAD_INPUT <= rc < _STOP else None)
 
 
-def _settings(path: str, opts: dict[str, Any], say: _Stderr, out: list[dict[str, Any]]) -> int:
+def _settings(path: str, opts: Options, say: _Stderr, out: list[Settings | None]) -> int:
     from ..config.settings import sources_line
     from ..pipeline.entry import usable_settings
 
     s = usable_settings(Path(path), opts, announce=False)
     line = sources_line(s)
-    if line and not s.get("quiet"):
+    if line and not s.quiet:
         say(line)
     out.append(s)
     return 0
 
 
-def _refuse_one_path_options(opts: dict[str, Any]) -> int:
+def _refuse_one_path_options(opts: Options) -> int:
     for option, key in (("--baseline", "baseline"), ("--write-baseline", "write_baseline")):
         if opts.get(key):
             raise BadInput(
@@ -103,21 +106,21 @@ def _refuse_one_path_options(opts: dict[str, Any]) -> int:
     return 0
 
 
-def _lint_one(path: str, s: dict[str, Any], out: list[Checked]) -> int:
+def _lint_one(path: str, s: Settings, out: list[Checked]) -> int:
     from ..core.progress import progress_reporter
     from ..pipeline.entry import exit_code, lint_with_policy
     from .output import checked_report
 
-    if not s.get("quiet"):
+    if not s.quiet:
         click.echo(terminal_safe(f"mtplint: {path}"), err=True)
-    linted, result, notes = lint_with_policy(Path(path), s, progress=progress_reporter(s["quiet"]))
+    linted, result, notes = lint_with_policy(Path(path), s, progress=progress_reporter(s.quiet))
     for line in notes:
         click.echo(line, err=True)
     out.append(checked_report(path, s, linted, result))
-    return exit_code(result, s["fail_on"])
+    return exit_code(result, s.fail_on)
 
 
-def _report_set(entries: list[Entry], s: dict[str, Any]) -> int:
+def _report_set(entries: list[Entry], s: Settings) -> int:
     """Every --format to its --output (stdout by default), and the GitHub job summary. The
     output options are the command line's and the project file's: the same for every PATH."""
     from ..engine.loader import load_rules
@@ -126,9 +129,9 @@ def _report_set(entries: list[Entry], s: dict[str, Any]) -> int:
     from .output import emit, output_targets
 
     rules = load_rules()
-    full = s.get("output_format") == "full" or bool(s.get("verbose"))
+    full = s.output_format == "full" or bool(s.verbose)
     for fmt, out, color in output_targets(s):
-        text = render_set(entries, fmt, rules, color=color, full=full, statistics=bool(s.get("statistics")))
+        text = render_set(entries, fmt, rules, color=color, full=full, statistics=bool(s.statistics))
         emit(text, out, color)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         append_step_summary(step_summary_set(entries, rules))

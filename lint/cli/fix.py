@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from ..config.schema import Settings
 from ..config.settings import load_and_announce
 from ..core.errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from ..core.exit_guard import guarded
@@ -55,7 +56,7 @@ def _run_fix(path: Path, opts: dict[str, Any]) -> int:
     return guarded(lambda: _fix(path, load_and_announce(path, opts)), bool(opts.get("debug")))
 
 
-def _fix(path: Path, s: dict[str, Any]) -> int:
+def _fix(path: Path, s: Settings) -> int:
     """A run that may write holds the checkpoint's fix lock from its first lint to its re-lint,
     so a concurrent run waits and then plans from what this one wrote. A dry run writes nothing
     (not even the lock) and works on a read-only checkpoint."""
@@ -63,15 +64,15 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
     from ..fixer.workdir import fix_lock, remove_leftovers
     from ..inventory.remote import hub_spec
 
-    only = parse_only(s.get("only"))
+    only = parse_only(s.only)
     if hub_spec(path) is not None:  # never written in place: its files go to --out
         from .fix_remote import fix_remote
 
         return fix_remote(path, s, only)
-    if s.get("out"):
+    if s.out:
         raise BadInput("--out is for a hub repository (hf://ORG/NAME); a local checkpoint is fixed in place")
     root = path.expanduser().absolute()
-    if s.get("dry_run") or not root.is_dir():  # a missing directory is reported by the lint
+    if s.dry_run or not root.is_dir():  # a missing directory is reported by the lint
         return _lint_plan_apply(path, s, only)
     with fix_lock(root, lambda msg: click.echo(f"mtplint: {terminal_safe(msg)}", err=True)):
         removed = remove_leftovers(root)
@@ -81,10 +82,10 @@ def _fix(path: Path, s: dict[str, Any]) -> int:
         return _lint_plan_apply(path, s, only)
 
 
-def _lint_plan_apply(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
+def _lint_plan_apply(path: Path, s: Settings, only: list[str] | None) -> int:
     from ..fixer.pipeline import apply_checked, lint
 
-    say = progress_reporter(s["quiet"])
+    say = progress_reporter(s.quiet)
     if say:
         say(f"linting {path}")
     before = lint(path, s, progress=say)
@@ -108,7 +109,7 @@ def _say(msg: str) -> None:
 class LocalTarget:
     """The checkpoint directory, written in place (originals kept as *.mtplint-orig)."""
 
-    def __init__(self, root: Path, path: Path, s: dict[str, Any], say: Any):
+    def __init__(self, root: Path, path: Path, s: Settings, say: Any):
         self.root, self.path, self.s, self.say = root, path, s, say
 
     def render(self, changes: list[Any]) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..config.schema import Settings
 from ..core.errors import EXIT_FINDINGS, EXIT_OK
 from ..core.findings import Finding
 from ..core.textsafe import terminal_safe, terminal_safe_lines
@@ -32,7 +33,7 @@ def list_failing(findings: list[Finding], leaves: set[str], expects: dict[str, s
             click.echo(f"      -> mtplint fix --only {','.join(f.fixes.artifact)}")
 
 
-def report_outcome(outcome: Any, s: dict[str, Any]) -> int:
+def report_outcome(outcome: Any, s: Settings) -> int:
     """What was rolled back and why, then the lint of what was kept; exit 1 after any rollback."""
     from ..fixer.pipeline import blocking
 
@@ -56,24 +57,24 @@ def report_outcome(outcome: Any, s: dict[str, Any]) -> int:
     label = "re-lint" if kept else "lint"
     click.echo(f"{label}: {counts(outcome.final.findings)}")
     list_failing(outcome.final.findings, leaves, {k: v for c in kept for k, v in c.expects.items()})
-    remaining = [f for f in blocking(outcome.final.findings, s["fail_on"]) if f.id not in leaves]
+    remaining = [f for f in blocking(outcome.final.findings, s.fail_on) if f.id not in leaves]
     return EXIT_FINDINGS if remaining or outcome.rolled_back else EXIT_OK
 
 
-def plan_and_show(before: Any, s: dict[str, Any], only: list[str] | None) -> tuple[Any, Any, set[str], list] | int:
+def plan_and_show(before: Any, s: Settings, only: list[str] | None) -> tuple[Any, Any, set[str], list] | int:
     """Print the lint's counts and the plan; the exit code where that is all there is to do
     (nothing to fix, a dry run), else (plans, rendered files, leaves, failing findings)."""
     from ..fixer.pipeline import plan_fixes, render_all
 
     click.echo(f"lint: {counts(before.findings)}")
-    plans, changes, leaves, failing = plan_fixes(before, only, bool(s.get("drop_dead")), s["fail_on"])
+    plans, changes, leaves, failing = plan_fixes(before, only, bool(s.drop_dead), s.fail_on)
     if not changes:
         click.echo("nothing to fix" + (" with " + ", ".join(only) if only else ""))
         list_failing(failing, leaves)
         return EXIT_FINDINGS if failing else EXIT_OK
     print_plan(plans)
     rendered = render_all(before.inventory.root, plans)  # a hub snapshot's files: read only
-    if s.get("dry_run"):
+    if s.dry_run:
         print_dry_run(rendered, plans, failing, leaves)
         return EXIT_OK
     return plans, rendered, leaves, failing

@@ -12,17 +12,18 @@ from typing import Any
 
 import click
 
+from ..config.schema import Settings
 from ..core.errors import BadInput
 from ..core.textsafe import terminal_safe
 
 
-def fix_remote(path: Path, s: dict[str, Any], only: list[str] | None) -> int:
+def fix_remote(path: Path, s: Settings, only: list[str] | None) -> int:
     from ..fixer.hub_overlay import copy_small_files
     from ..fixer.pipeline import apply_checked, lint
     from .fix_outcome import plan_and_show, report_outcome
 
-    out = s.get("out")
-    if not out and not s.get("dry_run"):
+    out = s.out
+    if not out and not s.dry_run:
         raise BadInput(
             "fixing a hub repository needs --out DIR: the changed files are written there, to upload "
             "as a pull request (the repository itself is never changed); or --dry-run to see the diff"
@@ -73,7 +74,7 @@ class HubTarget:
     """--out DIR holds the changed files; `overlay` (the snapshot's small files with them written
     over) is what the re-lint reads. A rollback puts both back."""
 
-    def __init__(self, path: Path, s: dict[str, Any], before: Any, out: Path, overlay: Path):
+    def __init__(self, path: Path, s: Settings, before: Any, out: Path, overlay: Path):
         self.path, self.s, self.before, self.out, self.overlay = path, s, before, out, overlay
 
     def render(self, changes: list[Any]) -> Any:

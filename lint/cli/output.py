@@ -10,37 +10,38 @@ from typing import Any
 
 import click
 
+from ..config.schema import Settings
 from ..reporters.report_set import Checked
 
 
-def checked_report(given: str, s: dict[str, Any], linted: Any, result: Any) -> Checked:
+def checked_report(given: str, s: Settings, linted: Any, result: Any) -> Checked:
     """What a checkpoint's report is rendered with besides its result: the draft's module table
     (full text, job summary) and its path relative to the repository root (sarif, github)."""
     from ..reporters.lines import repo_prefix
     from ..reporters.modules import draft_modules
     from ..reporters.report_set import Checked
 
-    formats = set(s["formats"] or ["text"])
-    full = s.get("output_format") == "full" or bool(s.get("verbose"))
+    formats = set(s.formats or ["text"])
+    full = s.output_format == "full" or bool(s.verbose)
     summary = bool(os.environ.get("GITHUB_STEP_SUMMARY"))
     modules = draft_modules(linted.inventory, linted.report, result.findings) if full or summary else None
     # A hub repository's inputs path is hf://ORG/NAME@COMMIT: its files are named from there, not a repo root.
     # With --draft the files named are the draft's: its repository root, not the target's.
-    where = linted.inventory.origin or s.get("draft") or given
-    uri_prefix = repo_prefix(where, s.get("repo_root")) if {"sarif", "github"} & formats else ""
-    return Checked(given, result, uri_prefix, modules, s["fail_on"])
+    where = linted.inventory.origin or s.draft or given
+    uri_prefix = repo_prefix(where, s.repo_root) if {"sarif", "github"} & formats else ""
+    return Checked(given, result, uri_prefix, modules, s.fail_on)
 
 
-def output_targets(s: dict[str, Any]) -> list[tuple[str, Path | None, bool]]:
+def output_targets(s: Settings) -> list[tuple[str, Path | None, bool]]:
     """(format, file or None for stdout, colour) per --format."""
     from ..reporters.color import use_color
 
-    outputs = list(s["outputs"])
+    outputs = list(s.outputs)
     targets = []
-    for i, fmt in enumerate(s["formats"] or ["text"]):
+    for i, fmt in enumerate(s.formats or ["text"]):
         out = outputs[i] if outputs else None
         to_stdout = out is None or str(out) == "-"
-        color = fmt == "text" and to_stdout and use_color(s.get("color") or "auto", sys.stdout)
+        color = fmt == "text" and to_stdout and use_color(s.color or "auto", sys.stdout)
         targets.append((fmt, None if to_stdout else out, color))
     return targets
 

@@ -130,33 +130,32 @@ def shorthands(flags: list[str], where: str) -> dict[str, Any]:
     return out
 
 
-def apply(s: dict[str, Any], cli: dict[str, Any], path: Path) -> None:
-    """Fold a serve command (s["serve_command"]: tokens after `--`, or s["serve_args_file"])
-    into the settings: its shorthand values, and s["serve_argv"] = [model, *flags] for the
-    probe. A shorthand option given on the command line with another value is bad input."""
+def folded(values: dict[str, Any], given: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The settings a serve command (`serve_command`: tokens after `--`, or `serve_args_file`)
+    sets: its shorthand values, and `serve_argv` = (model, *flags) for the probe. A shorthand
+    option given on the command line with another value is bad input."""
     tokens: list[str] | None = None
     where = "vllm serve command"
-    if s.get("serve_command"):
-        tokens = list(s["serve_command"])
-    if s.get("serve_args_file"):
+    if values.get("serve_command"):
+        tokens = list(values["serve_command"])
+    if values.get("serve_args_file"):
         if tokens is not None:
             raise BadInput("give the vllm serve command after `--` or in --serve-args-file, not both")
-        where = str(s["serve_args_file"])
-        tokens = read_file(Path(s["serve_args_file"]))
+        where = str(values["serve_args_file"])
+        tokens = read_file(Path(values["serve_args_file"]))
     if tokens is None:
-        return
+        return {}
     _model, flags = split_command(tokens, where)
-    values = shorthands(flags, where)
-    method = values.pop("speculative_method", None)
-    if method is not None and s.get("draft") is None and method not in ("mtp",) and not str(method).endswith("_mtp"):
+    found = shorthands(flags, where)
+    method = found.pop("speculative_method", None)
+    if method is not None and values.get("draft") is None and method != "mtp" and not str(method).endswith("_mtp"):
         raise BadInput(
             f"{where}: speculative method {method!r} drafts from a separate checkpoint; lint it with "
             "`mtplint TARGET --draft DRAFT --method METHOD`"
         )
-    for key, value in values.items():
-        given = cli.get(key)
-        if given not in (None, False) and given != value:
+    for key, value in found.items():
+        was = given.get(key)
+        if was not in (None, False) and was != value:
             option = "--" + key.replace("_", "-")
-            raise BadInput(f"{where}: {option} {value} differs from the command line's {option} {given}")
-        s[key] = value
-    s["serve_argv"] = [str(path), *flags]
+            raise BadInput(f"{where}: {option} {value} differs from the command line's {option} {was}")
+    return {**found, "serve_argv": (str(path), *flags)}

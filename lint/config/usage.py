@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from .schema import Settings
 
 
-def check_settings(s: dict[str, Any], rule_codes: Iterable[str], rule_names: dict[str, str] | None = None) -> None:
+def check_settings(s: Settings, rule_codes: Iterable[str], rule_names: dict[str, str] | None = None) -> None:
     """Everything that can be judged without the checkpoint's probe: codes, timeout, kv dtype."""
     codes = sorted(rule_codes)
-    for option, key in (("--select", "select"), ("--ignore", "ignore")):
-        check_codes(option, s.get(key), codes, rule_names or {})
-    check_timeout(s.get("probe_timeout"))
+    for option, given in (("--select", s.select), ("--ignore", s.ignore)):
+        check_codes(option, list(given) if given is not None else None, codes, rule_names or {})
+    check_timeout(s.probe_timeout)
     check_kv_cache_dtype(s)
 
 
@@ -99,8 +100,8 @@ _FIND_VLLM = (
 )
 
 
-def check_kv_cache_dtype(s: dict[str, Any]) -> None:
-    dtype = s.get("kv_cache_dtype")
+def check_kv_cache_dtype(s: Settings) -> None:
+    dtype = s.kv_cache_dtype
     if not dtype:
         return
     python = _probed_python(s)
@@ -116,15 +117,15 @@ def check_kv_cache_dtype(s: dict[str, Any]) -> None:
     )
 
 
-def _probed_python(s: dict[str, Any]) -> str | bool | None:
+def _probed_python(s: Settings) -> str | bool | None:
     """The interpreter the probe will run: --vllm-python, else mtplint's own (None) unless
     --vllm-commit / --vllm-source name an environment chosen later (False)."""
     from ..envs.resolve import interpreter_path
 
-    python = interpreter_path(s.get("vllm_python"))
+    python = interpreter_path(s.vllm_python)
     if python:
         return python
-    return False if s.get("vllm_commit") or s.get("vllm_source") else None
+    return False if s.vllm_commit or s.vllm_source else None
 
 
 @cache

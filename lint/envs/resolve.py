@@ -7,10 +7,10 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 
+from ..config.schema import Settings
 from ..core.errors import BadInput
 from . import fetch, provision, releases, source, store
 
@@ -27,15 +27,15 @@ def announce(quiet: bool) -> provision.Say | None:
     return lambda msg: click.echo(f"mtplint: {msg}", err=True)
 
 
-def probe_target(s: dict[str, Any], python: str | None) -> Target:
+def probe_target(s: Settings, python: str | None) -> Target:
     """python: --vllm-python as given (made absolute); it wins, and --vllm-commit is then
     only checked against it, as before."""
-    wanted = s.get("vllm_commit")
-    say = announce(bool(s.get("quiet")))
+    wanted = s.vllm_commit
+    say = announce(bool(s.quiet))
     if python:
         return Target(python, wanted)
-    if s.get("vllm_source"):
-        checkout = source.source(Path(s["vllm_source"]), wanted or "HEAD", say=say)
+    if s.vllm_source:
+        checkout = source.source(Path(s.vllm_source), wanted or "HEAD", say=say)
         checkout.touch()
         return Target(str(checkout.python), None)
     if not wanted:

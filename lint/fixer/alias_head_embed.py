@@ -16,7 +16,7 @@ from ..core.errors import BadInput
 from ..core.findings import Finding
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
-from .plan import INDEX_NAME, Change, NewTensor
+from .plan import INDEX_NAME, Change, NewTensor, PlanOptions
 
 ID = "alias-mtp-head-embed"
 SHARD = "model-mtp-aliases.safetensors"
@@ -26,7 +26,7 @@ _MTP_LAYER = re.compile(r"^mtp\.(\d+)\.")
 
 
 def plan(
-    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
+    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: PlanOptions | None = None
 ) -> list[Change]:
     if not any(ID in f.fixes.artifact for f in findings):
         return []

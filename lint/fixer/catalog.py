@@ -11,9 +11,9 @@ from typing import Any
 
 from ..probe.report import ProbeReport
 from . import alias_head_embed, ignore_expert_blocks, ignore_mtp_block, index_shards, mtp_depth, rewrite_ignore
-from .plan import Change
+from .plan import Change, PlanOptions
 
-# plan(inventory, report, findings, *, options=None) -> list[Change]; options: {"drop_dead": bool}
+# plan(inventory, report, findings, *, options=None) -> list[Change]
 PlanFn = Callable[..., list[Change]]
 
 
@@ -25,9 +25,9 @@ class Fix:
     plan: PlanFn
 
     def plan_for(
-        self, inventory: Any, report: ProbeReport, findings: list[Any], options: dict[str, Any] | None = None
+        self, inventory: Any, report: ProbeReport, findings: list[Any], options: PlanOptions | None = None
     ) -> list[Change]:
-        return self.plan(inventory, report, findings, options=options or {})
+        return self.plan(inventory, report, findings, options=options or PlanOptions())
 
 
 # Registry order is plan order: the layer-wide entries of rewrite-ignore-to-runtime-names

@@ -21,7 +21,7 @@ from typing import Any
 from ..core.findings import Finding
 from ..inventory.model import Inventory
 from ..probe.report import ExclusionSection, ProbeReport
-from .plan import Change, get_key, set_key
+from .plan import Change, PlanOptions, get_key, set_key
 
 ID = "ignore-expert-blocks-as-compared"
 HF_QUANT = "hf_quant_config.json"
@@ -56,7 +56,7 @@ def _edit(key: str, dead: set[str], names: list[str]):
 
 
 def plan(
-    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
+    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: PlanOptions | None = None
 ) -> list[Change]:
     from ..view.exclusions import aimed_groups
     from ..view.report_view import ReportView

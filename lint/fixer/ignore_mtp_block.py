@@ -7,18 +7,16 @@ what rewrite-ignore-to-runtime-names writes when a dead entry meant the whole la
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..core.findings import Finding
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
-from .plan import Change
+from .plan import Change, PlanOptions
 
 ID = "ignore-unquantized-mtp-block"
 
 
 def plan(
-    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
+    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: PlanOptions | None = None
 ) -> list[Change]:
     from ..view.report_view import ReportView
     from .exclusion_list import exclusion_list, feeders, runtime_entries

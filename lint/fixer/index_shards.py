@@ -13,13 +13,13 @@ from typing import Any
 from ..core.findings import Finding
 from ..inventory.model import Inventory, TensorInfo
 from ..probe.report import ProbeReport
-from .plan import INDEX_NAME, Change
+from .plan import INDEX_NAME, Change, PlanOptions
 
 ID = "index-unindexed-shards"
 
 
 def plan(
-    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
+    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: PlanOptions | None = None
 ) -> list[Change]:
     shards = [f.location.file for f in findings if ID in f.fixes.artifact]
     if inventory.index_path is None or not shards:

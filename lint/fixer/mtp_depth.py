@@ -16,7 +16,7 @@ from ..core import mtp_layout
 from ..core.findings import Finding
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
-from .plan import Change, get_key, set_key
+from .plan import Change, PlanOptions, get_key, set_key
 
 ID = "set-mtp-depth"
 CONFIG = "config.json"
@@ -29,7 +29,7 @@ def mtp_layers_on_disk(inventory: Inventory) -> int:
 
 
 def plan(
-    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
+    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: PlanOptions | None = None
 ) -> list[Change]:
     hits = [f for f in findings if ID in f.fixes.artifact]
     if not hits:

@@ -10,18 +10,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..config.schema import Settings
 from ..core.errors import BadInput, MtplintError
 from ..core.findings import SEVERITY_RANK, Finding
 from ..pipeline.session import Linted
 from ..pipeline.session import lint as session_lint
 from .catalog import FIXES, Fix
 from .guard import Journal, new_errors
-from .plan import Change, Rendered, render
+from .plan import Change, PlanOptions, Rendered, render
 
 
 def lint(
     path: Path,
-    s: dict[str, Any],
+    s: Settings,
     *,
     fresh: bool = False,
     progress: Callable[[str], None] | None = None,
@@ -50,7 +51,7 @@ def choose(only: list[str] | None, findings: list[Finding]) -> list[Fix]:
     return [f for f in FIXES.values() if f.id in wanted]  # registry order is plan order
 
 
-def plan_all(linted: Linted, fixes: list[Fix], options: dict[str, Any]) -> dict[str, list[Change]]:
+def plan_all(linted: Linted, fixes: list[Fix], options: PlanOptions) -> dict[str, list[Change]]:
     return {f.id: f.plan_for(linted.inventory, linted.report, linted.findings, options) for f in fixes}
 
 
@@ -59,7 +60,7 @@ def plan_fixes(
 ) -> tuple[dict[str, list[Change]], list[Change], set[str], list[Finding]]:
     """The plans of the chosen fixes, their changes, the findings those changes leave in place
     on purpose (kept entries), and the findings at or above fail_on that no change leaves."""
-    plans = plan_all(before, choose(only, before.findings), {"drop_dead": drop_dead})
+    plans = plan_all(before, choose(only, before.findings), PlanOptions(drop_dead=drop_dead))
     changes = [c for cs in plans.values() for c in cs]
     leaves = {i for c in changes for i in c.leaves}
     failing = [f for f in blocking(before.findings, fail_on) if f.id not in leaves]

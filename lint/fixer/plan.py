@@ -13,6 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What the user asked of every fix's plan (`mtplint fix --drop-dead`)."""
+
+    drop_dead: bool = False  # also remove exclusion entries that match nothing
+
+
 INDEX_NAME = "model.safetensors.index.json"
 
 

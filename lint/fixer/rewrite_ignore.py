@@ -8,18 +8,16 @@ The original entry stays by default: SGLang and other runtimes match on-disk nam
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..core.findings import Finding
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
-from .plan import Change
+from .plan import Change, PlanOptions
 
 ID = "rewrite-ignore-to-runtime-names"
 
 
 def plan(
-    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: dict[str, Any] | None = None
+    inventory: Inventory, report: ProbeReport, findings: list[Finding], *, options: PlanOptions | None = None
 ) -> list[Change]:
     from ..view.exclusions import ModuleNames, ondisk_modules_meant, runtime_prefixes_meant
     from ..view.report_view import ReportView
@@ -40,7 +38,7 @@ def plan(
     ctx = ReportView(inventory, report, {})
     feed = feeders(ctx)
     modules = ModuleNames(inventory.modules)
-    drop_dead = bool((options or {}).get("drop_dead"))
+    drop_dead = options is not None and options.drop_dead
     changes: list[Change] = []
     drop: list[str] = []
     # A finding is keyed by the entry as vLLM matched it; where vLLM mapped the list into its

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.schema import Settings
 from ..core.findings import SEVERITY_RANK, Finding
 
 # Axis name -> the settings key a single lint reads it from.
@@ -35,13 +36,13 @@ def combinations(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
 
 def run_matrix(
     path: Path,
-    s: dict[str, Any],
+    s: Settings,
     axes: dict[str, list[Any]],
     lint: Callable[..., Any],
     progress: Callable[[str], None] | None = None,
     *,
     jobs: int = 1,
-    prepare: Callable[[dict[str, Any]], None] | None = None,
+    prepare: Callable[[Settings], None] | None = None,
     inventory: Any = None,
 ) -> list[Cell]:
     """lint: session.lint (path, cell settings, inventory, progress). prepare: provisions one vLLM's
@@ -53,7 +54,7 @@ def run_matrix(
     combos = combinations(axes)
     settings = [_cell_settings(s, combo) for combo in combos]
     if prepare is not None:
-        first_of: dict[str, dict[str, Any]] = {}
+        first_of: dict[str, Settings] = {}
         for combo, cell_settings in zip(combos, settings, strict=True):
             first_of.setdefault(str(combo.get("vllm")), cell_settings)
         for cell_settings in first_of.values():
@@ -67,7 +68,7 @@ def run_matrix(
             inventory = linted.path_inventory or linted.inventory
             cells.append(_cell(combo, linted))
             if "target" in cells[-1].inputs:  # --draft: its hub revision resolved once too
-                settings = [{**cs, "draft": cells[-1].inputs["path"]} for cs in settings]
+                settings = [cs.replace(draft=cells[-1].inputs["path"]) for cs in settings]
         return cells
     return _side_by_side(path, combos, settings, lint, progress, jobs, inventory)
 
@@ -75,7 +76,7 @@ def run_matrix(
 def _side_by_side(
     path: Path,
     combos: list[dict[str, Any]],
-    settings: list[dict[str, Any]],
+    settings: list[Settings],
     lint: Callable[..., Any],
     progress: Callable[[str], None] | None,
     jobs: int,
@@ -140,12 +141,8 @@ def _serialized(progress: Callable[[str], None] | None) -> Callable[[str], None]
     return say
 
 
-def _cell_settings(s: dict[str, Any], combo: dict[str, Any]) -> dict[str, Any]:
-    cell_settings = dict(s)
-    for axis, value in combo.items():
-        if value is not None:
-            cell_settings[AXES[axis]] = value
-    return cell_settings
+def _cell_settings(s: Settings, combo: dict[str, Any]) -> Settings:
+    return s.replace(**{AXES[axis]: value for axis, value in combo.items() if value is not None})
 
 
 def _label(combo: dict[str, Any]) -> str:

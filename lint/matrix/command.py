@@ -70,7 +70,7 @@ def matrix_cmd(path: Path, **opts: Any) -> None:
     sys.exit(guarded(lambda: _matrix(path, opts), bool(opts.get("debug"))))
 
 
-def _matrix(path: Path, opts: dict[str, Any]) -> int:
+def _matrix(path: Path, opts: dict[str, Any]) -> int:  # click's values: the axes and jobs, then Settings
     from ..config.settings import load_and_announce
     from ..core.findings import SEVERITY_RANK
     from ..pipeline.session import lint, provision, read_once
@@ -86,17 +86,17 @@ def _matrix(path: Path, opts: dict[str, Any]) -> int:
     }
     s = load_and_announce(path, opts)
     check_draft_usage(s, 1)
-    defaults = {"vllm": s.get("vllm_commit"), "n": s["num_speculative_tokens"], "gpu": s.get("gpu")}
-    defaults["tp"] = s["tensor_parallel_size"]
+    defaults = {"vllm": s.vllm_commit, "n": s.num_speculative_tokens, "gpu": s.gpu}
+    defaults["tp"] = s.tensor_parallel_size
     axes = {k: v or [defaults[k]] for k, v in axes_given.items()}
     if axes_given["gpu"]:
-        s["sm"] = None  # a GPU axis replaces a --sm from the project file
-    formats = list(s["formats"] or ["text"])
-    outputs = list(s["outputs"])
+        s = s.replace(sm=None)  # a GPU axis replaces a --sm from the project file
+    formats = list(s.formats or ["text"])
+    outputs = list(s.outputs)
     if outputs and len(outputs) != len(formats):
         raise BadInput("give one --output per --format")
-    progress = progress_reporter(s["quiet"])
-    inventory = read_once(path, s, progress)
+    progress = progress_reporter(s.quiet)
+    inventory, s = read_once(path, s, progress)
     cells = run_matrix(
         path,
         s,
@@ -108,11 +108,11 @@ def _matrix(path: Path, opts: dict[str, Any]) -> int:
         inventory=inventory,
     )
     for i, fmt in enumerate(formats):
-        text = RENDERERS[fmt](cells, s["fail_on"])
+        text = RENDERERS[fmt](cells, s.fail_on)
         out = outputs[i] if outputs else None
         if out is None or str(out) == "-":
             click.echo(text, nl=not text.endswith("\n"))
         else:
             out.write_text(text)
     worst = max((SEVERITY_RANK[f.severity] for c in cells for f in c.findings), default=-1)
-    return EXIT_FINDINGS if worst >= SEVERITY_RANK[s["fail_on"]] else EXIT_OK
+    return EXIT_FINDINGS if worst >= SEVERITY_RANK[s.fail_on] else EXIT_OK

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..config.schema import Settings
 from ..core.errors import BadInput
 from ..inventory.model import Inventory
 
@@ -18,23 +19,23 @@ from ..inventory.model import Inventory
 METHODS = ("eagle3", "eagle", "mtp")
 
 
-def check_usage(s: dict[str, Any], paths: int) -> None:
+def check_usage(s: Settings, paths: int) -> None:
     """Usage errors, before anything is read."""
-    if s.get("method") and not s.get("draft"):
+    if s.method and not s.draft:
         raise BadInput("--method needs --draft PATH (a target's own MTP block is always method mtp)")
-    if s.get("draft") and paths > 1:
+    if s.draft and paths > 1:
         raise BadInput("--draft belongs to one target: pass one PATH with it")
 
 
-def load_draft(s: dict[str, Any], progress: Any = None) -> tuple[Inventory, str] | None:
+def load_draft(s: Settings, progress: Any = None) -> tuple[Inventory, str] | None:
     """The draft's inventory and the speculative method it is served with; None without --draft."""
     from ..inventory.checkpoint import load_companion
 
-    given = s.get("draft")
+    given = s.draft
     if not given:
         return None
     inventory = load_companion(Path(given), "the --draft checkpoint", progress)
-    return inventory, method_for(inventory, s.get("method"))
+    return inventory, method_for(inventory, s.method)
 
 
 def method_for(inventory: Inventory, given: str | None) -> str:

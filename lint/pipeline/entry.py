@@ -7,14 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config.settings import load_and_announce
+from ..config.schema import Settings
+from ..config.settings import Options, load_and_announce
 from ..core.errors import EXIT_FINDINGS, EXIT_OK
 from ..core.findings import SEVERITY_RANK
 from .draft import check_usage as check_draft_usage
 from .reference import check_usage as check_reference_usage
 
 
-def usable_settings(path: Path, opts: dict[str, Any], *, announce: bool = True) -> dict[str, Any]:
+def usable_settings(path: Path, opts: Options, *, announce: bool = True) -> Settings:
     """The settings (command line over project file over checkpoint file), judged as far as
     they can be before probing: a usage error is exit 2 now, not after the probe."""
     from ..config.settings import load_settings
@@ -27,11 +28,11 @@ def usable_settings(path: Path, opts: dict[str, Any], *, announce: bool = True) 
     check_settings(s, rules, {c: r.name for c, r in rules.items()})
     check_draft_usage(s, 1)
     check_reference_usage(s, 1)
-    check_outputs(list(s["formats"] or ["text"]), list(s["outputs"]))
+    check_outputs(list(s.formats or ["text"]), list(s.outputs))
     return s
 
 
-def lint_with_policy(path: Path, s: dict[str, Any], progress: Any = None) -> tuple[Any, Any, list[str]]:
+def lint_with_policy(path: Path, s: Settings, progress: Any = None) -> tuple[Any, Any, list[str]]:
     """The lint, then [[suppress]] and --baseline: (linted, result, lines for stderr). What
     `mtplint check` and the Python API (mtplint.lint) share."""
     from ..pipeline.session import lint
@@ -40,7 +41,7 @@ def lint_with_policy(path: Path, s: dict[str, Any], progress: Any = None) -> tup
     policy = Policy.from_settings(s)  # before the probe: an unreadable --baseline is exit 2 at once
     linted = lint(path, s, progress=progress)
     result = linted.result()
-    result.inputs = {**result.inputs, "settings_files": s["settings_files"]}
+    result.inputs = {**result.inputs, "settings_files": s.settings_files}
     notes = policy.apply(result)  # [[suppress]] and --baseline: the findings left decide the exit code
     return linted, result, notes
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from ..config.schema import Settings
 from ..config.suppressions import Suppression
 from ..core.findings import Finding, RunResult, Suppressed
 from ..core.textsafe import terminal_safe
@@ -57,12 +57,12 @@ class Policy:
     quiet: bool = False
 
     @classmethod
-    def from_settings(cls, s: dict[str, Any]) -> Policy:
-        write_to = Path(s["write_baseline"]) if s.get("write_baseline") else None
+    def from_settings(cls, s: Settings) -> Policy:
+        write_to = Path(s.write_baseline) if s.write_baseline else None
         if write_to is not None:
             check_writable(write_to)
-        baseline = read_baseline(Path(s["baseline"])) if s.get("baseline") else None
-        return cls(tuple(s.get("suppress") or ()), baseline, write_to, bool(s.get("quiet")))
+        baseline = read_baseline(Path(s.baseline)) if s.baseline else None
+        return cls(tuple(s.suppress or ()), baseline, write_to, bool(s.quiet))
 
     def apply(self, result: RunResult) -> list[str]:
         """Apply to `result` (findings left are the ones that count); returns the lines for

@@ -13,31 +13,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..config.schema import Settings
 from ..core.errors import BadInput
 from ..inventory.model import Inventory
 
 _ROLE = "the --reference checkpoint"
 
 
-def check_usage(s: dict[str, Any], paths: int) -> None:
+def check_usage(s: Settings, paths: int) -> None:
     """Usage errors, before anything is read."""
-    if not s.get("reference"):
+    if not s.reference:
         return
     if paths > 1:
         raise BadInput("--reference is the source of one checkpoint: pass one PATH with it")
-    if s.get("draft"):
+    if s.draft:
         raise BadInput(
             "--reference compares a checkpoint's own MTP block with its source: it does not apply to --draft"
         )
 
 
-def load_reference(s: dict[str, Any], progress: Any = None) -> Inventory | None:
+def load_reference(s: Settings, progress: Any = None) -> Inventory | None:
     """The reference's inventory; None without --reference. Unreadable, or without any MTP
     tensor (it cannot be the source of an MTP block): bad input naming it."""
     from ..inventory.checkpoint import load_companion
     from ..inventory.reference import mtp_modules
 
-    given = s.get("reference")
+    given = s.reference
     if not given:
         return None
     inventory = load_companion(Path(given), _ROLE, progress)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.schema import Settings
 from ..core.errors import BadInput
 from ..core.findings import Finding, RunResult
 from ..inventory.model import Inventory
@@ -44,7 +45,7 @@ class Linted:
 
 def lint(
     path: Path,
-    s: dict[str, Any],
+    s: Settings,
     *,
     patches: list[str] | None = None,
     fresh: bool = False,
@@ -69,7 +70,7 @@ def lint(
 
 def _lint(
     path: Path,
-    s: dict[str, Any],
+    s: Settings,
     *,
     patches: list[str] | None,
     fresh: bool,
@@ -86,24 +87,24 @@ def _lint(
     from .gpus import resolve
     from .preflight import check_config, explain_depth_zero, raise_for_config_error
 
-    gpu = resolve(s.get("gpu"), s.get("sm"))
-    patches = list(s.get("patches", []) if patches is None else patches)
+    gpu = resolve(s.gpu, s.sm)
+    patches = list(s.patches if patches is None else patches)
     unknown = [p for p in patches if p not in PATCHES]
     if unknown:
         raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; bundled: {', '.join(PATCHES)}")
-    memory_limit = resolve_limit(s.get("probe_memory"))
+    memory_limit = resolve_limit(s.probe_memory)
     idle_seconds()  # a bad MTPLINT_WORKER_IDLE is exit 2 before anything is read or probed
     if inventory is None:
         inventory = load_inventory(path, _header_progress(path, progress))
     if progress:
         progress(f"inventory: {len(inventory.tensors):,} tensors in {len(inventory.shards)} shards")
     check_config(inventory)  # before vLLM sees it: bad values and absurd sizes are exit 2
-    draft = load_draft(s, _header_progress(Path(s.get("draft") or ""), progress))
+    draft = load_draft(s, _header_progress(Path(s.draft or ""), progress))
     if draft:
         check_config(draft[0])  # the draft's bad values name its own config.json
     # Header-only and never probed: vLLM does not see it, so the probe cache key need not either.
-    reference = load_reference(s, _header_progress(Path(s.get("reference") or ""), progress))
-    target = probe_target(s, interpreter_path(s.get("vllm_python")))  # provisions --vllm-commit X on first use
+    reference = load_reference(s, _header_progress(Path(s.reference or ""), progress))
+    target = probe_target(s, interpreter_path(s.vllm_python))  # provisions --vllm-commit X on first use
     python = target.python
     identity = vllm_identity(python)
     check_vllm_commit(target.wanted, identity)
@@ -121,23 +122,21 @@ def _lint(
         sm=list(gpu.sm),
         gpu_name=gpu.name,
         gpu_memory=gpu.memory,
-        num_speculative_tokens=s["num_speculative_tokens"],
-        tensor_parallel_size=s["tensor_parallel_size"],
-        pipeline_parallel_size=s["pipeline_parallel_size"],
+        num_speculative_tokens=s.num_speculative_tokens,
+        tensor_parallel_size=s.tensor_parallel_size,
+        pipeline_parallel_size=s.pipeline_parallel_size,
         patches=patches,
-        serve_args={"kv_cache_dtype": s["kv_cache_dtype"]} if s.get("kv_cache_dtype") else {},
+        serve_args={"kv_cache_dtype": s.kv_cache_dtype} if s.kv_cache_dtype else {},
         python=python,
-        timeout=s["probe_timeout"],
-        elide=not s.get("no_elision"),
-        trust_remote_code=bool(s.get("trust_remote_code")),
+        timeout=s.probe_timeout,
+        elide=not s.no_elision,
+        trust_remote_code=bool(s.trust_remote_code),
         memory_limit=memory_limit,
         speculative={"method": draft[1]} if draft else {},
-        serve_argv=list(s.get("serve_argv") or []),
+        serve_argv=list(s.serve_argv or []),
         draft_inventory=draft[0] if draft else None,
     )
-    report = run_probe(
-        inventory, request, identity=identity, use_cache=not (fresh or s.get("no_cache")), progress=progress
-    )
+    report = run_probe(inventory, request, identity=identity, use_cache=not (fresh or s.no_cache), progress=progress)
     raise_for_config_error(inventory, report.config_error)
     if fresh:
         cache.store(cache_inputs(inventory, request, identity), report)
@@ -150,41 +149,41 @@ def _lint(
         "tensor_parallel_size": request.tensor_parallel_size,
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "patches": request.patches,
-        **reference_inputs(reference, s.get("reference")),
+        **reference_inputs(reference, s.reference),
     }
     target_inventory = inventory
     if draft:
         # The draft is the checkpoint linted: findings name its files.
         target_name = inputs["path"]
-        path, inventory = Path(s["draft"]), draft[0]
+        path, inventory = Path(s.draft or ""), draft[0]
         inputs = {**inputs, "path": inventory.origin or str(path), "target": target_name, "method": draft[1]}
     findings, evaluated = judge(path, inventory, report, inputs, request, s, reference=reference)
     return Linted(inventory, report, findings, evaluated, inputs, request, target_inventory)
 
 
-def read_once(path: Path, s: dict[str, Any], progress: Callable[[str], None] | None = None) -> Inventory:
+def read_once(path: Path, s: Settings, progress: Callable[[str], None] | None = None) -> tuple[Inventory, Settings]:
     """PATH's inventory for lints that share it (a matrix's cells), its config checked as a
-    lint checks it; a hub --draft is pinned to the revision read here (s["draft"] rewritten),
-    so every cell lints the same commits."""
+    lint checks it, and the settings with a hub --draft pinned to the revision read here, so
+    every cell lints the same commits."""
     from ..inventory.checkpoint import load_inventory
     from .preflight import check_config
 
     inventory = load_inventory(path, _header_progress(path, progress))
     check_config(inventory)
-    draft = load_draft(s, _header_progress(Path(s.get("draft") or ""), progress))
+    draft = load_draft(s, _header_progress(Path(s.draft or ""), progress))
     if draft:
         check_config(draft[0])
-        s["draft"] = draft[0].origin or s["draft"]
-    return inventory
+        s = s.replace(draft=draft[0].origin or s.draft)
+    return inventory, s
 
 
-def provision(s: dict[str, Any]) -> None:
+def provision(s: Settings) -> None:
     """Provision (or find) the probe environment a lint with these settings probes. A matrix
     calls it for each vLLM before its cells run side by side: two lints must never install
     one environment at the same time."""
     from ..envs.resolve import interpreter_path, probe_target
 
-    probe_target(s, interpreter_path(s.get("vllm_python")))
+    probe_target(s, interpreter_path(s.vllm_python))
 
 
 def _header_progress(path: Path, progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:
@@ -211,7 +210,7 @@ def judge(
     report: ProbeReport,
     inputs: dict[str, Any],
     request: Any,
-    s: dict[str, Any],
+    s: Settings,
     *,
     reference: Inventory | None = None,
 ) -> tuple[list[Finding], list[Any]]:
@@ -225,8 +224,8 @@ def judge(
         inventory,
         report,
         inputs,
-        select=s.get("select"),
-        ignore=s.get("ignore"),
+        select=list(s.select) if s.select is not None else None,
+        ignore=list(s.ignore) if s.ignore is not None else None,
         recommend=recommend,
         reference=reference,
     )

@@ -71,17 +71,17 @@ class Verified:
 
 
 def _lint(path: Path, opts: dict[str, Any]) -> tuple[Any, Any, dict[str, Any], str]:
-    from ..api import Report, _cli_values
+    from ..api import Report, settings_options
     from ..core.findings import RunResult
     from ..engine.loader import load_rules
     from ..pipeline.entry import exit_code, lint_with_policy, usable_settings
     from ..reporters import render
 
-    s = usable_settings(path, _cli_values(opts), announce=False)
+    s = usable_settings(path, settings_options(opts), announce=False)
     linted, result, notes = lint_with_policy(path, s)
     base = {f: getattr(result, f) for f in RunResult.__dataclass_fields__}
-    report = Report(**base, exit_code=exit_code(result, s["fail_on"]), fail_on=s["fail_on"], notes=notes)
-    text = render(result, "text", load_rules(), color=False, fail_on=s["fail_on"])
+    report = Report(**base, exit_code=exit_code(result, s.fail_on), fail_on=s.fail_on, notes=notes)
+    text = render(result, "text", load_rules(), color=False, fail_on=s.fail_on)
     return linted, result, report.to_dict(), text
 
 

@@ -1,0 +1,211 @@
+"""Every setting of a lint, declared once: its type and default, the key a settings file spells it
+with, the check a value must pass, and who may set it (`Scope`).
+
+A checkpoint is untrusted input, so its own `mtplint.toml` may only describe how the artifact is
+deployed (scope "checkpoint"). Settings that widen trust (trust-remote-code), pick what runs
+(vllm-python, vllm-commit, serve-args-file: the user's own `vllm serve` command), hide findings
+(select, ignore, fail-on, suppress, and with-patches, which probes a patched vLLM so the findings a
+patch resolves vanish) or bound the run (probe-timeout, probe-memory) are "project": the command
+line or the user's project configuration. The rest are "command": the command line (or the Python
+API) only.
+"""
+
+# ruff: noqa: RUF009  (`_setting` returns a dataclasses.field: its metadata declares the setting)
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Scope = Literal["checkpoint", "project", "command"]
+Severity = Literal["error", "warning", "info"]
+Format = Literal["text", "json", "junit", "sarif", "github"]
+OutputFormat = Literal["concise", "full"]
+ColorMode = Literal["auto", "always", "never"]
+
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+FORMATS: tuple[Format, ...] = ("text", "json", "junit", "sarif", "github")
+Check = Callable[[Any], Any]
+
+
+def int_in(lo: int, hi: int) -> Check:
+    def check(v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi:
+            return v
+        raise ValueError(f"an integer from {lo} to {hi}")
+
+    return check
+
+
+def text(v: Any) -> Any:
+    if isinstance(v, str) and v:
+        return v
+    raise ValueError("a non-empty string")
+
+
+def path_text(v: Any) -> Any:
+    if isinstance(v, Path) or (isinstance(v, str) and v):
+        return str(v)
+    raise ValueError("a path")
+
+
+def optional_path(v: Any) -> Any:
+    if isinstance(v, Path) or (isinstance(v, str) and v):
+        return Path(v)
+    raise ValueError("a path")
+
+
+def compute_capability(v: Any) -> Any:
+    if isinstance(v, (str, float)) and not isinstance(v, bool):
+        return str(v)
+    raise ValueError('MAJOR.MINOR, e.g. "9.0"')
+
+
+def codes(v: Any) -> Any:
+    """Rule codes or prefixes: "MTP001,MTP01" or ["MTP001", "MTP01"] -> ("MTP001", "MTP01")."""
+    if isinstance(v, str):
+        items: list[str] = v.split(",")
+    elif isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
+        items = list(v)
+    else:
+        raise ValueError("a comma-separated string or a list of strings")
+    return tuple(c.strip().upper() for c in items if c.strip())
+
+
+def patch_ids(v: Any) -> Any:
+    if isinstance(v, str):
+        return tuple(p.strip() for p in v.split(",") if p.strip())
+    if isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
+        return tuple(v)
+    raise ValueError("a comma-separated string or a list of strings")
+
+
+def one_of(*allowed: str) -> Check:
+    def check(v: Any) -> Any:
+        if v in allowed:
+            return v
+        quoted = [f'"{a}"' for a in allowed]
+        raise ValueError(", ".join(quoted[:-1]) + " or " + quoted[-1] if len(quoted) > 1 else quoted[0])
+
+    return check
+
+
+def memory_size(v: Any) -> Any:
+    from ..probe.memory_cap import parse_size
+
+    return parse_size(v)  # ValueError says what is accepted
+
+
+def seconds(v: Any) -> Any:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e7:
+        return float(v)
+    raise ValueError("a positive number of seconds")
+
+
+def flag(v: Any) -> Any:
+    if isinstance(v, bool):
+        return v
+    raise ValueError("true or false")
+
+
+def format_list(v: Any) -> Any:
+    items = (v,) if isinstance(v, str) else v
+    if isinstance(items, (list, tuple)) and all(x in FORMATS for x in items):
+        return tuple(items)
+    raise ValueError(f"a list of {', '.join(FORMATS)}")
+
+
+def path_list(v: Any) -> Any:
+    items = (v,) if isinstance(v, (str, Path)) else v
+    if isinstance(items, (list, tuple)) and all(isinstance(x, (str, Path)) for x in items):
+        return tuple(Path(x) for x in items)
+    raise ValueError("a list of paths")
+
+
+def token_list(v: Any) -> Any:
+    if isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
+        return tuple(v)
+    raise ValueError("a list of strings")
+
+
+def _setting(default: Any, check: Check | None, scope: Scope = "command", key: str | None = None) -> Any:
+    """A settings field. `key`: its spelling in a settings file (None: not settable from a file)."""
+    return field(default=default, metadata={"check": check, "scope": scope, "key": key})
+
+
+@dataclass(frozen=True)
+class Settings:
+    # The deployment linted: a checkpoint's own mtplint.toml may set these.
+    num_speculative_tokens: int = _setting(1, int_in(1, 64), "checkpoint", "num-speculative-tokens")
+    gpu: str | None = _setting(None, text, "checkpoint", "gpu")
+    sm: str | None = _setting(None, compute_capability, "checkpoint", "sm")
+    tensor_parallel_size: int = _setting(1, int_in(1, 1024), "checkpoint", "tensor-parallel-size")
+    pipeline_parallel_size: int = _setting(1, int_in(1, 64), "checkpoint", "pipeline-parallel-size")
+    kv_cache_dtype: str | None = _setting(None, text, "checkpoint", "kv-cache-dtype")
+    # What runs, what is reported, what bounds the run: the command line or the project's file.
+    select: tuple[str, ...] | None = _setting(None, codes, "project", "select")
+    ignore: tuple[str, ...] | None = _setting(None, codes, "project", "ignore")
+    fail_on: Severity = _setting("error", one_of(*SEVERITIES), "project", "fail-on")
+    patches: tuple[str, ...] = _setting((), patch_ids, "project", "with-patches")
+    probe_timeout: float = _setting(600.0, seconds, "project", "probe-timeout")
+    probe_memory: int | None = _setting(None, memory_size, "project", "probe-memory")  # None: MTPLINT_PROBE_MEMORY
+    vllm_commit: str | None = _setting(None, text, "project", "vllm-commit")
+    vllm_python: str | None = _setting(None, path_text, "project", "vllm-python")
+    vllm_source: str | None = _setting(None, path_text, "project", "vllm-source")
+    trust_remote_code: bool = _setting(False, flag, "project", "trust-remote-code")
+    serve_args_file: str | None = _setting(None, path_text, "project", "serve-args-file")
+    # [[suppress]] tables (lint/config/suppressions.py), parsed by their own reader.
+    suppress: tuple[Any, ...] = _setting((), None, "project", "suppress")
+    # The command line (or the Python API) only.
+    draft: str | None = _setting(None, path_text)  # a separate draft checkpoint (lint/pipeline/draft.py)
+    method: str | None = _setting(None, text)
+    reference: str | None = _setting(None, path_text)  # the MTP block's source (lint/pipeline/reference.py)
+    # The user's own `vllm serve` command: the tokens after `--` (lint/config/serve_args.py).
+    serve_command: tuple[str, ...] | None = _setting(None, token_list)
+    no_cache: bool = _setting(False, flag)
+    no_elision: bool = _setting(False, flag)
+    baseline: Path | None = _setting(None, optional_path)
+    write_baseline: Path | None = _setting(None, optional_path)
+    # How a report is shown (the CLI; the API renders on request).
+    formats: tuple[Format, ...] = _setting((), format_list)
+    outputs: tuple[Path, ...] = _setting((), path_list)
+    output_format: OutputFormat | None = _setting(None, one_of("concise", "full"))
+    verbose: bool = _setting(False, flag)
+    statistics: bool = _setting(False, flag)
+    color: ColorMode | None = _setting(None, one_of("auto", "always", "never"))
+    repo_root: Path | None = _setting(None, optional_path)
+    quiet: bool = _setting(False, flag)
+    debug: bool = _setting(False, flag)
+    # `mtplint fix`.
+    only: str | None = _setting(None, text)
+    dry_run: bool = _setting(False, flag)
+    drop_dead: bool = _setting(False, flag)
+    out: Path | None = _setting(None, optional_path)
+    # Derived by the loader, never given.
+    serve_argv: tuple[str, ...] = _setting((), None)  # [model, *flags] of the serve command, for the probe
+    settings_files: tuple[dict[str, str], ...] = _setting((), None)  # {"path", "source"} per file read
+
+    @property
+    def full(self) -> bool:
+        """The text report with every finding's evidence (--output-format full, -v)."""
+        return self.output_format == "full" or self.verbose
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+# A settings file's key -> the field it sets.
+FILE_KEYS = {f.metadata["key"]: name for name, f in FIELDS.items() if f.metadata["key"]}
+CHECKPOINT_KEYS = tuple(f.metadata["key"] for f in FIELDS.values() if f.metadata["scope"] == "checkpoint")
+DERIVED = frozenset({"serve_argv", "settings_files"})
+# What a caller may give (the command line's options, the API's keywords): every field but the derived.
+GIVEN = frozenset(FIELDS) - DERIVED
+
+
+def checked(name: str, value: Any) -> Any:
+    """`value` for the field `name`, as its check normalizes it; ValueError says what is accepted."""
+    check = FIELDS[name].metadata["check"]
+    return value if check is None else check(value)
