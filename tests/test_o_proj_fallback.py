@@ -89,7 +89,7 @@ def test_fp8_wo_a_keeps_vllms_own_path():
 IN_VLLM = r"""
 import sys, torch
 sys.path.insert(0, sys.argv[1])
-from mtplint.probe import runtime_shim
+from mtplint.probe.child import runtime_shim
 runtime_shim.install((9, 0), "NVIDIA H100 80GB HBM3", 80 * 2**30)
 import os
 import vllm

@@ -36,7 +36,7 @@ def test_unknown_patch_id_is_refused():
 
 PLUGIN_RUN = r"""
 import os, sys
-from mtplint.probe import runtime_shim
+from mtplint.probe.child import runtime_shim
 runtime_shim.install((9, 0), "NVIDIA H100 80GB HBM3", 80 * 2**30)
 os.environ["MTPLINT_PATCHES"] = sys.argv[1]
 from vllm.plugins import load_general_plugins

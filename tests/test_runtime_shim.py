@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 _CHILD = """
 import inspect, torch
-from mtplint.probe import runtime_shim
+from mtplint.probe.child import runtime_shim
 runtime_shim.install_native_stubs()
 runtime_shim.install_op_fallbacks()
 # What 0.10-0.11 do while fp8_utils imports: the predicate's answer becomes a default argument
