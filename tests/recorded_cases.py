@@ -27,12 +27,60 @@ PINNED_VLLM = "0.33.0"
 VOLATILE = {"seconds": 0.0, "cached": False, "timings": {}, "peak_rss_mib": None}
 
 
-def load_cases() -> list[dict[str, Any]]:
+# A case's keys and the type of each value: a key outside this table (a typo) would test
+# nothing, so it is an error, as is a value of another type.
+CASE_KEYS: dict[str, Any] = {
+    "id": str,
+    "recipe": str,
+    "args": list,  # of str: `mtplint RECIPE ARGS`
+    "fires": list,  # rule codes that must fire
+    "silent": list,  # rule codes that must not
+    "message_contains": dict,  # {code: text one of its messages holds}
+    "message_absent": dict,  # {code: text none of its messages holds}
+    "evidence_contains": dict,  # {code: text its evidence holds}
+    "caused_by": dict,  # {code: the code its finding links to}
+    "patches_recommended": dict,  # {code: [patch ids]}
+    "max_errors": int,
+    "vllm": str,  # another release than the pin
+    "draft_recipe": str,
+    "reference_recipe": str,
+}
+REQUIRED = ("id", "recipe", "args", "fires", "silent")
+
+
+class CaseError(ValueError):
+    pass
+
+
+def check_case(case: Any, where: str) -> None:
+    """A case as tests/cases/*.toml must write it; CaseError naming the file, the case and the key."""
+    if not isinstance(case, dict):
+        raise CaseError(f"{where}: a [[case]] must be a table")
+    name = f"{where} case {case.get('id', '?')!r}"
+    unknown = sorted(set(case) - set(CASE_KEYS))
+    if unknown:
+        raise CaseError(f"{name}: unknown key(s) {', '.join(unknown)}; known: {', '.join(CASE_KEYS)}")
+    missing = [k for k in REQUIRED if k not in case]
+    if missing:
+        raise CaseError(f"{name}: missing {', '.join(missing)}")
+    for key, value in case.items():
+        if not isinstance(value, CASE_KEYS[key]) or isinstance(value, bool) != (CASE_KEYS[key] is bool):
+            raise CaseError(f"{name}: {key} must be a {CASE_KEYS[key].__name__}, not {type(value).__name__}")
+
+
+def load_cases(directory: Path = CASES_DIR) -> list[dict[str, Any]]:
     cases: list[dict[str, Any]] = []
-    for f in sorted(CASES_DIR.glob("*.toml")):
-        for case in tomllib.loads(f.read_text())["case"]:
-            case["file"] = f.name
-            cases.append(case)
+    seen: dict[str, str] = {}
+    for f in sorted(directory.glob("*.toml")):
+        data = tomllib.loads(f.read_text())
+        if set(data) != {"case"}:
+            raise CaseError(f"{f.name}: only [[case]] tables belong in a case file, not {sorted(set(data) - {'case'})}")
+        for case in data["case"]:
+            check_case(case, f.name)
+            if case["id"] in seen:
+                raise CaseError(f"{f.name}: case id {case['id']!r} is also in {seen[case['id']]}")
+            seen[case["id"]] = f.name
+            cases.append({**case, "file": f.name})
     return cases
 
 

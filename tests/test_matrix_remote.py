@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from mtplint.config.schema import Settings
 from mtplint.matrix.cells import run_matrix
 
 from fixtures.build import cached_build, manifest
@@ -105,6 +106,6 @@ def test_every_cell_lints_the_inventory_the_first_cell_read():
         return SimpleNamespace(inventory=read, path_inventory=None, result=lambda: result)
 
     axes = {"vllm": ["0.33.0"], "n": [1, 2, 3], "gpu": [None], "tp": [1]}
-    cells = run_matrix(Path("hf://org/x@main"), {}, axes, lint)
+    cells = run_matrix(Path("hf://org/x@main"), Settings(), axes, lint)
     assert len(cells) == 3 and seen[0] is None
     assert seen[1] is seen[2] and seen[1] is not None

@@ -39,8 +39,9 @@ def _lint_recorded(case_id: str, case_json: str) -> tuple[int, dict]:
     from mtplint.config.settings import load_settings
     from mtplint.core.findings import SEVERITY_RANK
     from mtplint.inventory.checkpoint import load_inventory
-    from mtplint.pipeline.reference import load_reference, reference_inputs
-    from mtplint.pipeline.session import Linted, judge
+    from mtplint.pipeline.draft import load_draft
+    from mtplint.pipeline.reference import load_reference
+    from mtplint.pipeline.session import conclude
     from mtplint.probe.report import ProbeReport
     from mtplint.probe.runner import ProbeRequest
     from mtplint.reporters.json_report import build_report
@@ -54,15 +55,9 @@ def _lint_recorded(case_id: str, case_json: str) -> tuple[int, dict]:
     report = ProbeReport.from_json(record["report"])
     request = ProbeRequest.replaying(report.request)
     inputs = {**record["inputs"], "path": str(path)}
-    if case.get("draft_recipe"):  # the draft is the checkpoint linted, as in session.lint
-        inputs = {**inputs, "target": str(path), "path": settings.draft or ""}
-        path = Path(settings.draft or "")
-    reference = load_reference(settings)  # as in session.lint: read, never probed
-    inputs = {**inputs, **reference_inputs(reference, settings.reference)}
-    inventory = load_inventory(path)
-    findings, evaluated = judge(path, inventory, report, inputs, request, settings, reference=reference)
-    linted = Linted(inventory, report, findings, evaluated, inputs, request)
-    worst = max((SEVERITY_RANK[f.severity] for f in findings), default=-1)
+    draft, reference = load_draft(settings), load_reference(settings)  # as session.lint reads them
+    linted = conclude(path, load_inventory(path), report, request, settings, inputs, draft=draft, reference=reference)
+    worst = max((SEVERITY_RANK[f.severity] for f in linted.findings), default=-1)
     rc = 1 if worst >= SEVERITY_RANK[settings.fail_on] else 0
     return rc, build_report(linted.result())
 

@@ -149,8 +149,24 @@ def _lint(
         "tensor_parallel_size": request.tensor_parallel_size,
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "patches": request.patches,
-        **reference_inputs(reference, s.reference),
     }
+    return conclude(path, inventory, report, request, s, inputs, draft=draft, reference=reference)
+
+
+def conclude(
+    path: Path,
+    inventory: Inventory,
+    report: ProbeReport,
+    request: Any,
+    s: Settings,
+    inputs: dict[str, Any],
+    *,
+    draft: tuple[Inventory, str] | None,
+    reference: Inventory | None,
+) -> Linted:
+    """From a probe report to the lint's findings: what lint() does once the probe answered, and
+    what the fast test tier replays on recorded reports (tests/test_rule_cases_fast.py)."""
+    inputs = {**inputs, **reference_inputs(reference, s.reference)}
     target_inventory = inventory
     if draft:
         # The draft is the checkpoint linted: findings name its files.
