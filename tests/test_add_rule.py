@@ -4,6 +4,7 @@ change: one TOML, one check function, one case file."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -72,3 +73,11 @@ def test_scaffolded_rule_loads_orders_and_runs(tmp_path):
     assert "MTP099" in seen["order"]
     assert seen["codes"] == ["MTP099"]
     assert seen["messages"] == ["m: TODO, with the fields the check fills"]
+
+
+def test_the_walkthrough_in_contributing_scaffolds_a_free_code():
+    # The add-a-rule walkthrough must work as written: its code must not be taken.
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    (code,) = set(re.findall(r"scripts/add_rule\.py (MTP\d{3}) ", text))
+    assert not (ROOT / "rules" / f"{code}.toml").exists()
+    assert f"rules/{code}.toml" in text and f"tests/cases/{code}.toml" in text

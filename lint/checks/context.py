@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.findings import Location
+from ..core.findings import Basis, Location, Severity
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
 from ..view.report_view import ReportView
@@ -45,8 +45,8 @@ class Hit:
     fields: dict[str, Any]
     location: Location
     evidence: dict[str, Any] = field(default_factory=dict)
-    severity: str | None = None  # None: the rule's default
-    basis: str = "probe"
+    severity: Severity | None = None  # None: the rule's default
+    basis: Basis = "probe"
     # The artifact fixes that apply to this hit, where only some of the rule's do.
     artifact_fixes: list[str] | None = None
     # Causes this finding stands for, for later rules' findings to link to.

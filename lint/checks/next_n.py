@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.findings import Basis, Severity
 from ..probe.report import KernelCheck
 from . import check
 from .context import Context, Hit
@@ -42,8 +43,9 @@ def next_n_kernel_support(ctx: Context, options: KernelOptions) -> list[Hit]:
     # assert at startup. "unknown" (a vLLM without the predicate): no flattened fallback
     # either, so DeepGEMM gets next_n as is and asserts next_n in {1, 2}; known from the
     # kernel, not asked of the probed vLLM.
-    severity = {"fallback": "warning", "unsupported": "error", "unknown": "error"}.get(status)
-    basis = "knowledge" if status == "unknown" else "probe"
+    severities: dict[str | None, Severity] = {"fallback": "warning", "unsupported": "error", "unknown": "error"}
+    severity = severities.get(status)
+    basis: Basis = "knowledge" if status == "unknown" else "probe"
     return [
         Hit(
             key=f"next_n={k.next_n}",

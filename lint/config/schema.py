@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..core.findings import SEVERITIES, Severity
+
 Scope = Literal["checkpoint", "project", "command"]
-Severity = Literal["error", "warning", "info"]
 Format = Literal["text", "json", "junit", "sarif", "github"]
 OutputFormat = Literal["concise", "full"]
 ColorMode = Literal["auto", "always", "never"]
 
-SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 FORMATS: tuple[Format, ...] = ("text", "json", "junit", "sarif", "github")
 Check = Callable[[Any], Any]
 

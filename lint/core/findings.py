@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-SEVERITIES = ("error", "warning", "info")
-SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+# The closed sets of a finding (lint/reporters/report.schema.json enumerates the same).
+Severity = Literal["error", "warning", "info"]
+# "probe": vLLM itself produced the evidence; "knowledge": a hand-written table did, where the
+# probe cannot reach (the forward pass); "reference": a comparison with the source checkpoint.
+Basis = Literal["probe", "knowledge", "reference"]
+SuppressionKind = Literal["config", "baseline"]  # a [[suppress]] entry, or --baseline
+
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 
 
 @dataclass
@@ -27,7 +34,7 @@ class Fixes:
 class Finding:
     code: str
     name: str
-    severity: str
+    severity: Severity
     message: str
     location: Location
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -35,9 +42,7 @@ class Finding:
     # The finding this one is a consequence of ("<code>:<key>"), so one root cause reads as one story.
     caused_by: str | None = None
     key: str = ""  # stable identity within a run, e.g. the module or entry it is about
-    # "probe" when vLLM itself produced the evidence; "knowledge" when a hand-written table did
-    # (the probe could not reach it); the finding says so.
-    basis: str = "probe"
+    basis: Basis = "probe"
 
     @property
     def id(self) -> str:
@@ -54,7 +59,7 @@ class Suppressed:
     """A finding the project accepted: still reported, never counted for the exit code."""
 
     finding: Finding
-    kind: str  # "config" (a [[suppress]] entry in the project's settings) or "baseline" (--baseline)
+    kind: SuppressionKind
     reason: str
     source: str  # the settings file and entry, or the baseline file
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.findings import Severity
 from ..core.versions import in_range
 
 # What a rule's findings can claim, so that a catch-all rule reports only the rest.
@@ -39,7 +40,7 @@ class Relations:
     before: list[str] = field(default_factory=list)
     # An error-level finding that causes nothing in this run drops to this severity
     # (a dead ignore entry is harmless once a runtime patch builds the draft right).
-    without_consequences: str | None = None
+    without_consequences: Severity | None = None
 
 
 @dataclass
@@ -62,7 +63,7 @@ class AppliesTo:
 class Rule:
     code: str  # stable code, "MTP002"
     name: str  # readable kebab-case name, "quantized-layer-fed-unquantized"
-    severity: str  # default severity: error | warning | info
+    severity: Severity  # default severity
     summary: str  # one line
     explanation: Explanation
     check: str  # name of the check function in mtplint.checks

@@ -243,7 +243,7 @@ def render_github_set(entries: list[Entry], rules: dict[str, Rule]) -> str:
 
 
 def _annotation_counts(entries: list[Entry]) -> dict[str, int]:
-    counts = dict.fromkeys(SEVERITIES, 0)
+    counts: dict[str, int] = dict.fromkeys(SEVERITIES, 0)
     for e in entries:
         if isinstance(e, NotLinted):
             counts["error"] += 1
