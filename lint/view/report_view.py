@@ -146,8 +146,12 @@ class ReportView:
         return cache[model]
 
     def load_errors(self, model: str | None = None) -> list[tuple[str, LoadError]]:
-        """(model, error) for every tensor that failed to load, target first."""
-        return [(m, e) for m in MODELS if model in (None, m) for e in self.load(m).errors]
+        """(model, error) for every tensor that failed to load, target first. Built once per
+        model (a broken MoE checkpoint has one error per expert tensor): callers only read it."""
+        cache = self.memo("load_errors")
+        if model not in cache:
+            cache[model] = [(m, e) for m in MODELS if model in (None, m) for e in self.load(m).errors]
+        return cache[model]
 
     def exclusion_sections(self) -> list[ExclusionSection]:
         """The quant config's exclusion lists as vLLM matched them, the usual one first."""
