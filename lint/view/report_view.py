@@ -207,7 +207,15 @@ class ReportView:
 
     def module_of_param(self, model: str, param: str) -> str:
         """The module path owning `param`, even when the param itself does not exist
-        (a KeyError names the parameter the loader looked for)."""
+        (a KeyError names the parameter the loader looked for). Asked once per failing tensor:
+        an expert block's thousands of tensors name the same few parameters."""
+        memo = self.memo(f"module_of_param:{model}")
+        found = memo.get(param)
+        if found is None:
+            found = memo[param] = self._module_of_param(model, param)
+        return found
+
+    def _module_of_param(self, model: str, param: str) -> str:
         index = self.module_paths(model)
         # An inner model's loader (DeepseekV4Model.load_weights) names parameters relative
         # to itself, without the outer `model.`.
@@ -235,8 +243,11 @@ class ReportView:
     def missing_param_in(self, error: ErrorRecord) -> str | None:
         if error.type != "KeyError":
             return None
-        m = _MISSING_PARAM.search(error.message)
-        return m.group(1) if m else None
+        memo = self.memo("missing_param_in")  # asked per failing tensor by several checks
+        if error.message not in memo:
+            m = _MISSING_PARAM.search(error.message)
+            memo[error.message] = m.group(1) if m else None
+        return memo[error.message]
 
     def error_module(self, model: str, err: LoadError) -> str | None:
         """The runtime module a failing tensor was headed for, from what vLLM itself said:
