@@ -284,17 +284,25 @@ class ProbeReport:
         """The report in `data` (a parsed JSON value); ValueError naming the first bad field."""
         if isinstance(data, dict) and data.get("schema") != REPORT_SCHEMA:
             raise ValueError(f"report.schema: {data.get('schema')!r:.40}, expected {REPORT_SCHEMA!r}")
-        return typing.cast(ProbeReport, _codec(ProbeReport)[0](data, "report"))
+        decode = _codec(ProbeReport)[0]
+        try:
+            # Without paths first: naming each of 100k+ values costs more than decoding them.
+            return typing.cast(ProbeReport, decode(data, None))
+        except ValueError:
+            pass
+        return typing.cast(ProbeReport, decode(data, "report"))  # raises, naming the bad field
 
 
 # --- JSON codec: one (decode, encode) pair per annotated type, built once -----------------
 
-Decode = Callable[[Any, str], Any]
+# A decoder's path names the value in its errors; None: decode fast, the caller retries with
+# paths to name the bad field once one is known to be there.
+Decode = Callable[[Any, str | None], Any]
 Encode = Callable[[Any], Any]
 _CODECS: dict[Any, tuple[Decode, Encode]] = {}
 
 
-def _bad(path: str, expected: str, value: Any) -> ValueError:
+def _bad(path: str | None, expected: str, value: Any) -> ValueError:
     got = "null" if value is None else type(value).__name__
     return ValueError(f"{path}: expected {expected}, got {got}")
 
@@ -306,7 +314,7 @@ def _same(value: Any) -> Any:
 def _scalar(kind: type) -> tuple[Decode, Encode]:
     name = {str: "str", int: "int", float: "number", bool: "bool"}[kind]
 
-    def decode(value: Any, path: str) -> Any:
+    def decode(value: Any, path: str | None) -> Any:
         if kind is float and type(value) in (int, float):
             return float(value)
         if type(value) is not kind:
@@ -319,7 +327,7 @@ def _scalar(kind: type) -> tuple[Decode, Encode]:
 def _optional(inner: tuple[Decode, Encode], name: str) -> tuple[Decode, Encode]:
     dec, enc = inner
 
-    def decode(value: Any, path: str) -> Any:
+    def decode(value: Any, path: str | None) -> Any:
         if value is None:
             return None
         try:
@@ -336,7 +344,7 @@ def _list(item: Any) -> tuple[Decode, Encode]:
     dec, enc = _codec(item)
     if item in (str, int):
 
-        def decode_scalars(value: Any, path: str) -> Any:
+        def decode_scalars(value: Any, path: str | None) -> Any:
             if type(value) is not list:
                 raise _bad(path, "list", value)
             if all(type(x) is item for x in value):
@@ -347,12 +355,18 @@ def _list(item: Any) -> tuple[Decode, Encode]:
 
         return decode_scalars, list
 
-    def decode(value: Any, path: str) -> Any:
+    def decode(value: Any, path: str | None) -> Any:
         if type(value) is not list:
             raise _bad(path, "list", value)
+        if path is None:
+            return [dec(x, None) for x in value]
         return [dec(x, f"{path}[{i}]") for i, x in enumerate(value)]
 
     return decode, lambda value: [enc(x) for x in value]
+
+
+def _all_str_lists(value: dict[str, Any]) -> bool:
+    return all(type(v) is list and all(type(x) is str for x in v) for v in value.values())
 
 
 def _dict(item: Any) -> tuple[Decode, Encode]:
@@ -360,27 +374,20 @@ def _dict(item: Any) -> tuple[Decode, Encode]:
     if item == list[str]:
         # The dry run's tensor -> parameters maps: 100k+ entries, checked without a call each,
         # and their lists shared with the JSON form rather than copied (neither side changes them).
-        def decode_str_lists(value: Any, path: str) -> Any:
+        def decode_str_lists(value: Any, path: str | None) -> Any:
             if type(value) is not dict:
                 raise _bad(path, "object", value)
-            for v in value.values():
-                if type(v) is not list:
-                    break
-                for x in v:
-                    if type(x) is not str:
-                        break
-                else:
-                    continue
-                break
-            else:
+            if _all_str_lists(value):
                 return dict(value)
-            return {k: dec(v, f"{path}[{k!r}]") for k, v in value.items()}
+            return {k: dec(v, None if path is None else f"{path}[{k!r}]") for k, v in value.items()}
 
         return decode_str_lists, dict
 
-    def decode(value: Any, path: str) -> Any:
+    def decode(value: Any, path: str | None) -> Any:
         if type(value) is not dict:
             raise _bad(path, "object", value)
+        if path is None:
+            return {k: dec(v, None) for k, v in value.items()}
         return {k: dec(v, f"{path}[{k!r}]") for k, v in value.items()}
 
     return decode, lambda value: {k: enc(v) for k, v in value.items()}
@@ -405,7 +412,7 @@ def _record(cls: type) -> tuple[Decode, Encode]:
             codecs.extend((name, *_codec(hints[name])) for name in fields)
         return codecs
 
-    def decode(value: Any, path: str) -> Any:
+    def decode(value: Any, path: str | None) -> Any:
         if type(value) is not dict:
             raise _bad(path, f"{cls.__name__} object", value)
         unknown = next((key for key in value if key not in known), None)
@@ -414,7 +421,7 @@ def _record(cls: type) -> tuple[Decode, Encode]:
         kwargs = {}
         for name, dec, _enc in resolve():
             if name in value:
-                kwargs[name] = dec(value[name], f"{path}.{name}")
+                kwargs[name] = dec(value[name], None if path is None else f"{path}.{name}")
             elif name not in optional:
                 raise ValueError(f"{path}.{name}: missing")
         return cls(**kwargs)
