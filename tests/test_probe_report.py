@@ -138,9 +138,12 @@ BAD = [
     (["params", "draft", "model.layers.43.enorm.weight", "shape"], [7168, True], "shape[1]: expected int, got bool"),
     (["decisions", 0, "prefix"], None, "report.decisions[0].prefix: expected str, got null"),
     (["request", "elide"], "yes", "report.request.elide: expected bool, got str"),
-    (["kernels", "status"], None, "report.kernels.status: expected str, got null"),
+    (["kernels", "status"], None, "report.kernels.status: expected 'not-applicable' | 'native'"),
+    (["kernels", "status"], "fast", "'unknown', got 'fast'"),
     (["wiring", "shared"], [], "report.wiring.shared: expected object, got list"),
     (["exclusions", 0, "consulted"], {"draft:x": 1}, "report.exclusions[0].consulted['draft:x']: expected str or null"),
+    (["exclusions", 0, "consulted"], {"x": "y"}, "report.exclusions[0].consulted: key 'x' is not 'model:prefix'"),
+    (["exclusions", 0, "entries", "e"], ["x"], "report.exclusions[0].entries['e'][0]: expected 'model:prefix' string"),
     (["models"], [], "report.models: expected object, got list"),
     (["patches", 0], "p", "report.patches[0]: expected PatchRecord object, got str"),
     (["schema"], "mtplint/probe/v1", "report.schema: 'mtplint/probe/v1', expected"),
@@ -204,3 +207,14 @@ def test_context_answers_from_the_report():
     ctx = Context(None, report, {})  # type: ignore[arg-type]
     assert not ctx.built_ok("target") and not ctx.every_model_built
     assert [m for m, _e in ctx.construction_errors()] == ["target"]
+
+
+def test_layers_are_typed_in_memory_and_model_prefix_text_in_json():
+    data = sample().to_json()
+    data["exclusions"][0]["entries"] = {"re:.*mtp.*": ["draft:model.layers.61.mlp.experts"]}
+    data["exclusions"][0]["consulted"] = {"target:model.layers.3.mlp.experts": "model.layers.3.mlp.experts"}
+    report = ProbeReport.from_json(data)
+    (layer,) = report.exclusions[0].entries["re:.*mtp.*"]
+    assert (layer.model, layer.prefix) == ("draft", "model.layers.61.mlp.experts")
+    assert report.exclusions[0].consulted == {("target", "model.layers.3.mlp.experts"): "model.layers.3.mlp.experts"}
+    assert report.to_json()["exclusions"][0] == data["exclusions"][0]

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..core import mtp_layout
-from ..probe.report import ExclusionSection
+from ..probe.report import ExclusionSection, Layer
 from ..view.exclusions import (
     ModuleNames,
     compared_names,
@@ -116,13 +116,13 @@ def _aimed_hit(
     key: str,
     asked: tuple[tuple[str, str], ...],
     members: list[tuple[str, list[str], list[tuple[str, str]], bool]],
-    consulted: dict[str, str | None],
+    consulted: dict[Layer, str | None],
 ) -> Hit:
     """One finding for the dead entries that name modules vLLM asked the list about, and
     miss the name it compared them with."""
     first, last = members[0][0], members[-1][0]
     shown = first if len(members) == 1 else f"{first}' and {len(members) - 1} more like it, up to '{last}"
-    compared = sorted({consulted.get(f"{m}:{p}") or p for m, p in asked})
+    compared = sorted({consulted.get(Layer(m, p)) or p for m, p in asked})
     where = ", ".join(f"{m}:{p}" for m, p in asked[:4]) + (" ..." if len(asked) > 4 else "")
     via = ex.via or "the quant config"
     mtp_intent = any(m[3] for m in members)
@@ -144,14 +144,16 @@ def _aimed_hit(
         # rewrite-ignore-to-runtime-names writes runtime names into the usual exclusion key;
         # this list is compared with on-disk names by a method of its own, so its fix writes
         # the compared names into this list (only where vLLM recorded every one of them).
-        artifact_fixes=["ignore-expert-blocks-as-compared"] if all(consulted.get(f"{m}:{p}") for m, p in asked) else [],
+        artifact_fixes=["ignore-expert-blocks-as-compared"]
+        if all(consulted.get(Layer(m, p)) for m, p in asked)
+        else [],
         evidence={
             "matcher": ex.matcher,
             "via": via,
             "matched_as": first,
             "entries": [m[0] for m in members][:12],
             "entries_count": len(members),
-            "vllm_compares": {f"{m}:{p}": consulted.get(f"{m}:{p}") for m, p in asked[:12]},
+            "vllm_compares": {f"{m}:{p}": consulted.get(Layer(m, p)) for m, p in asked[:12]},
             "ondisk_modules_matched": meant[:8],
             "ondisk_modules_matched_count": len(meant),
             "runtime_prefixes": [f"{m}:{p}" for m, p in asked][:12],
@@ -256,7 +258,7 @@ def overbroad_entries(ctx: Context, options: OverbroadOptions) -> list[Hit]:
     for key, section in sections(ctx):
         for entry, matched in section.entries.items():
             written = section.as_written.get(entry, entry)
-            hit_target = sorted({h.split(":", 1)[1] for h in matched if h.startswith("target:")})
+            hit_target = sorted({h.prefix for h in matched if h.model == "target"})
             share = len(hit_target) / len(target)
             if share < options.target_share or not _aimed_at_mtp(written, markers, mtp_numbers):
                 continue

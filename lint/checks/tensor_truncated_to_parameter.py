@@ -12,7 +12,7 @@ import re
 from collections import defaultdict
 
 from ..core.findings import Location
-from ..probe.report import MODELS
+from ..probe.report import MODELS, Model
 from . import check
 from .context import Context, Hit
 
@@ -22,7 +22,7 @@ _INDEX = re.compile(r"(?<=\.)\d+(?=\.)")
 @check(fields=("count", "pattern", "example", "shape", "params", "kept", "tp", "vllm_version"))
 def tensor_truncated_to_parameter(ctx: Context, options: None) -> list[Hit]:
     """One hit per tensor name pattern (layer and expert indices generalized), over both models."""
-    truncated: dict[str, tuple[str, list[int]]] = {}
+    truncated: dict[str, tuple[Model, list[int]]] = {}
     for model in MODELS:
         if model in ctx.report.load:
             for tensor, counts in ctx.load(model).truncated.items():

@@ -29,7 +29,7 @@ Say = Callable[[str], None]
 # Import what the probe imports, under its shim, and name the first module that is missing.
 # vLLM logs to stdout while it imports: only the marked line is the answer.
 _MISSING_MODULE_CHECK = """
-from mtplint.probe import runtime_shim
+from mtplint.probe.child import runtime_shim
 try:
     runtime_shim.install((9, 0), "NVIDIA H100 80GB HBM3", 80 * 2**30)
     import vllm.config, vllm.model_executor.models  # noqa: F401

@@ -184,12 +184,8 @@ def feeders(ctx: Any) -> dict[tuple[str, str], set[str]]:
 
 def covered_now(report: ProbeReport) -> set[tuple[str, str]]:
     """(model, prefix) pairs some live entry of the usual exclusion list already excludes."""
-    out = set()
-    for hits in (report.exclusions[0].entries if report.exclusions else {}).values():
-        for h in hits:
-            model, _, prefix = h.partition(":")
-            out.add((model, prefix))
-    return out
+    usual = report.usual_exclusions
+    return {(h.model, h.prefix) for hits in (usual.entries if usual else {}).values() for h in hits}
 
 
 def unquantized_on_disk(inventory: Inventory, modules: set[str]) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..core.findings import Finding
 from ..inventory.model import Inventory
-from ..probe.report import ExclusionSection, ProbeReport
+from ..probe.report import ExclusionSection, Layer, ProbeReport
 from .plan import Change, PlanOptions, get_key, set_key
 
 ID = "ignore-expert-blocks-as-compared"
@@ -85,7 +85,7 @@ def plan(
         asked, members = group
         section = next(s for k, s in _sections(ctx) if k == key)
         consulted = section.consulted or {}
-        compared = [consulted.get(f"{m}:{p}") for m, p in asked]
+        compared = [consulted.get(Layer(m, p)) for m, p in asked]
         known = [c for c in compared if c is not None]
         if not compared or len(known) < len(compared):
             continue  # vLLM's compared name is unknown for some block: nothing sure to write

@@ -44,7 +44,8 @@ def plan(
     # A finding is keyed by the entry as vLLM matched it; where vLLM mapped the list into its
     # runtime namespace first, the config spells it differently, and the config's spelling
     # is what names on-disk modules and what --drop-dead must remove.
-    written = report.exclusions[0].as_written if report.exclusions else {}
+    usual = report.usual_exclusions
+    written = usual.as_written if usual else {}
     for f in dead:
         entry = written.get(f.key, f.key)
         wanted = runtime_prefixes_meant(ctx, entry, ondisk_modules_meant(entry, modules))

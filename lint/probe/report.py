@@ -22,12 +22,33 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 SCHEMA_VERSION = 2
 REPORT_SCHEMA = f"mtplint/probe/v{SCHEMA_VERSION}"
 
-MODELS = ("target", "draft")
+Model = Literal["target", "draft"]
+MODELS: tuple[Model, ...] = ("target", "draft")
+Matcher = Literal["direct", "outcome"]
+KernelStatus = Literal["not-applicable", "native", "fallback", "unsupported", "unknown"]
+
+
+class Layer(NamedTuple):
+    """A module vLLM built, by model and construction prefix. The JSON form is
+    "model:prefix" (a prefix never holds a colon); in memory it is never split again."""
+
+    model: str  # "target" | "draft"
+    prefix: str
+
+    def __str__(self) -> str:
+        return f"{self.model}:{self.prefix}"
+
+    @classmethod
+    def parse(cls, text: str) -> Layer:
+        model, sep, prefix = text.partition(":")
+        if not sep:
+            raise ValueError(f"expected 'model:prefix', got {text!r:.80}")
+        return cls(model, prefix)
 
 
 # --- records -----------------------------------------------------------------------------
@@ -77,7 +98,7 @@ class Decision:
     """One `quant_config.get_quant_method(layer, prefix)` answer during construction (or the
     method a layer was built with where none was asked)."""
 
-    model: str  # "target" | "draft"
+    model: str  # "target" | "draft" (Model)
     prefix: str  # the prefix vLLM passed
     layer_class: str
     method: str | None  # class name of the quant method (None: the config returned None)
@@ -152,21 +173,21 @@ class ExclusionSection:
     """One exclusion list of the quant config, each entry evaluated with vLLM's own matcher."""
 
     attr: str | None  # the attribute the list is read from (None: the config has none)
-    matcher: str | None  # "direct" (the format's matcher) | "outcome" (get_quant_method re-asked)
-    entries: dict[str, list[str]] = field(default_factory=dict)  # entry as matched -> "model:prefix" it excludes
-    errors: dict[str, str] = field(default_factory=dict)  # entry or "model:prefix" -> what the matcher raised
+    matcher: Matcher | None  # the format's own matcher, or get_quant_method re-asked per entry
+    entries: dict[str, list[Layer]] = field(default_factory=dict)  # entry as matched -> the layers it excludes
+    errors: dict[str, str] = field(default_factory=dict)  # entry or str(Layer) -> what the matcher raised
     # Lists a config reads through a method of its own: the quantization_config key, and the method.
     config_key: str | None = None
     via: str | None = None
-    # {"model:prefix" vLLM asked the list about: the name it compared the entries with}; None
-    # for a list read the usual way.
-    consulted: dict[str, str | None] | None = None
+    # {layer vLLM asked the list about: the name it compared the entries with}; None for a
+    # list read the usual way.
+    consulted: dict[Layer, str | None] | None = None
     # {entry as matched: entry as written in the config}, where vLLM rewrote the list first.
     as_written: dict[str, str] = field(default_factory=dict)
-    # Entry -> "model:module" it names among the Linears vLLM builds without asking the quant
+    # Entry -> the (model, module) it names among the Linears vLLM builds without asking the quant
     # config (`eh_proj = nn.Linear`): the entry declares them unquantized, it excludes nothing
     # today, and it is what keeps them unquantized once vLLM routes them through the config.
-    undecided: dict[str, list[str]] = field(default_factory=dict, metadata=OMIT_EMPTY)
+    undecided: dict[str, list[Layer]] = field(default_factory=dict, metadata=OMIT_EMPTY)
     # The config declared no list and vLLM filled it from the checkpoint's own dtypes at
     # start-up (AWQ `maybe_update_config`): "Class.maybe_update_config". Its entries are
     # vLLM's, not the author's: no finding is about them.
@@ -185,7 +206,7 @@ class KernelCheck:
 class Kernels:
     next_n: int
     uses_sparse_indexer: bool
-    status: str  # "not-applicable" | "native" | "fallback" | "unknown"
+    status: KernelStatus
     checks: list[KernelCheck] = field(default_factory=list)
 
 
@@ -276,6 +297,13 @@ class ProbeReport:
     cached: bool = False
     schema: str = REPORT_SCHEMA
 
+    @property
+    def usual_exclusions(self) -> ExclusionSection | None:
+        """The exclusion list the quant config reads for every layer (`ignore`,
+        `ignored_layers`, `modules_to_not_convert`, ...): the probe records it first; the others
+        are lists a config reads through a method of its own, for some layers."""
+        return self.exclusions[0] if self.exclusions else None
+
     def to_json(self) -> dict[str, Any]:
         return typing.cast(dict[str, Any], _codec(ProbeReport)[1](self))
 
@@ -365,6 +393,40 @@ def _list(item: Any) -> tuple[Decode, Encode]:
     return decode, lambda value: [enc(x) for x in value]
 
 
+def _literal(allowed: tuple[Any, ...]) -> tuple[Decode, Encode]:
+    name = " | ".join(repr(a) for a in allowed)
+
+    def decode(value: Any, path: str | None) -> Any:
+        if value not in allowed or type(value) is not type(allowed[0]):
+            raise ValueError(f"{path}: expected {name}, got {value!r:.60}")
+        return value
+
+    return decode, _same
+
+
+def _layer() -> tuple[Decode, Encode]:
+    def decode(value: Any, path: str | None) -> Any:
+        if type(value) is not str or ":" not in value:
+            raise _bad(path, "'model:prefix' string", value)
+        return Layer.parse(value)
+
+    return decode, str
+
+
+def _layer_keyed(item: Any) -> tuple[Decode, Encode]:
+    """{Layer: item} as a JSON object keyed by "model:prefix"."""
+    by_text_dec, by_text_enc = _dict(item)
+
+    def decode(value: Any, path: str | None) -> Any:
+        decoded = by_text_dec(value, path)
+        bad = next((k for k in decoded if ":" not in k), None)
+        if bad is not None:
+            raise ValueError(f"{path}: key {bad!r:.80} is not 'model:prefix'")
+        return {Layer.parse(k): v for k, v in decoded.items()}
+
+    return decode, lambda value: by_text_enc({str(k): v for k, v in value.items()})
+
+
 def _all_str_lists(value: dict[str, Any]) -> bool:
     return all(type(v) is list and all(type(x) is str for x in v) for v in value.values())
 
@@ -442,15 +504,26 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp)
 
 
+def _leaf_codec(tp: Any) -> tuple[Decode, Encode] | None:
+    """The codec of a type that holds no other annotated type, or None."""
+    if tp is Any:
+        return (lambda value, path: value), _same
+    if tp in (str, int, float, bool):
+        return _scalar(tp)
+    if tp is Layer:
+        return _layer()
+    if typing.get_origin(tp) is Literal:
+        return _literal(typing.get_args(tp))
+    return None
+
+
 def _codec(tp: Any) -> tuple[Decode, Encode]:
     if tp in _CODECS:
         return _CODECS[tp]
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    codec: tuple[Decode, Encode]
-    if tp is Any:
-        codec = (lambda value, path: value), _same
-    elif tp in (str, int, float, bool):
-        codec = _scalar(tp)
+    codec = _leaf_codec(tp)
+    if codec is not None:
+        pass
     elif origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
         inner = next(a for a in args if a is not type(None))
         codec = _optional(_codec(inner), _type_name(inner))
@@ -458,6 +531,8 @@ def _codec(tp: Any) -> tuple[Decode, Encode]:
         codec = _list(args[0])
     elif origin is dict and args[0] is str:
         codec = _dict(args[1])
+    elif origin is dict and args[0] is Layer:
+        codec = _layer_keyed(args[1])
     elif dataclasses.is_dataclass(tp) and isinstance(tp, type):
         codec = _record(tp)
     else:

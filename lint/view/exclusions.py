@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..probe.report import ExclusionSection
+from ..probe.report import ExclusionSection, Layer
 from .report_view import ReportView
 
 Member = tuple[str, list[str], list[tuple[str, str]], bool]  # entry, on-disk modules meant, prefixes, mtp intent
@@ -128,8 +128,10 @@ def _section_key(ctx: ReportView, first: ExclusionSection, section: ExclusionSec
 def sections(ctx: ReportView) -> list[tuple[str, ExclusionSection]]:
     """(config key, section) for every exclusion list the probe evaluated, but a list vLLM
     filled from the checkpoint itself (the config declared none): nobody wrote its entries."""
-    listed = ctx.exclusion_sections()
-    return [(_section_key(ctx, listed[0], s), s) for s in listed if not s.filled_by]
+    usual = ctx.report.usual_exclusions
+    if usual is None:
+        return []
+    return [(_section_key(ctx, usual, s), s) for s in ctx.exclusion_sections() if not s.filled_by]
 
 
 def dead_entries(
@@ -142,12 +144,12 @@ def dead_entries(
     inert and in neither.
     """
     entries = ex.entries
-    # {"model:prefix" vLLM asked the list about: the name it compared the entries with}.
+    # {layer vLLM asked the list about: the name it compared the entries with}.
     consulted = ex.consulted
     written = ex.as_written
     single: list[Member] = []
     aimed: dict[Asked, list[Member]] = {}
-    excluded = {tuple(h.split(":", 1)) for hits in entries.values() for h in hits}
+    excluded = {h for hits in entries.values() for h in hits}
     for entry, matched in entries.items():
         if matched or ex.undecided.get(entry):
             # Matched, or naming a Linear vLLM builds without asking the config (`eh_proj`
@@ -188,15 +190,14 @@ def aimed_groups(ctx: ReportView, key: str) -> dict[Asked, list[Member]]:
 
 
 def _asked_about(
-    consulted: dict[str, str | None], meant: list[str], prefixes: list[tuple[str, str]]
+    consulted: dict[Layer, str | None], meant: list[str], prefixes: list[tuple[str, str]]
 ) -> tuple[tuple[str, str], ...]:
     """The (model, prefix) pairs vLLM asked the list about that the entry's on-disk modules
     belong to: those lying inside the name vLLM compared the entries with (the routed experts
     `mtp.0.ffn.experts.17.w1` inside `mtp.0.ffn.experts`), or, where that name is unknown,
     those the modules' tensors were loaded into."""
     out = []
-    for where, name in consulted.items():
-        model, _, prefix = where.partition(":")
+    for (model, prefix), name in consulted.items():
         if name is not None:
             inside = any(m == name or m.startswith(name + ".") for m in meant)
         else:

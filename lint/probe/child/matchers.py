@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from ..report import ExclusionSection
+from ..report import ExclusionSection, Layer
 
 # The attribute each quant config keeps its exclusion list in.
 EXCLUSION_ATTRS = ("ignore", "exclude_modules", "ignored_layers", "modules_to_not_convert", "dynamic")
@@ -208,7 +208,7 @@ def match_entries(
     undecided: list[tuple[str, str]] | None = None,
 ) -> list[ExclusionSection]:
     """layers: (model, prefix, layer object). One section per exclusion list, each entry
-    mapped to the `model:prefix` pairs it excludes; the usual list first.
+    mapped to the layers (model, prefix) it excludes; the usual list first.
 
     `compared`: (model, prefix) -> the names the format's matcher was called with for that
     decision (ComparedNames); an entry matches the layer when it matches one of them (the
@@ -258,11 +258,11 @@ def _match_primary(
 
 def _match_direct(
     direct: Any, entries: list[Any], layers: list[tuple[str, str, list[str]]]
-) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """Each entry's `model:prefix` matches by the format's own matcher, tried on every name
+) -> tuple[dict[str, list[Layer]], dict[str, str]]:
+    """Each entry's layer matches by the format's own matcher, tried on every name
     vLLM compared for that layer (layers: model, prefix, names), and the entries it raised
     for (counted as matching where it raised)."""
-    result: dict[str, list[str]] = {}
+    result: dict[str, list[Layer]] = {}
     errors: dict[str, str] = {}
     for entry in entries:
         hits = []
@@ -274,7 +274,7 @@ def _match_direct(
                     errors[str(entry)] = str(exc)[:300]
                     matched = True
                 if matched:
-                    hits.append(f"{model}:{prefix}")
+                    hits.append(Layer(model, prefix))
                     break
         result[str(entry)] = hits
     return result, errors
@@ -287,8 +287,8 @@ def _match_by_outcome(
     full: Any,
     entries: list[Any],
     layers: list[tuple[str, str, Any]],
-) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """Each entry's `model:prefix` matches where get_quant_method, asked with the list
+) -> tuple[dict[str, list[Layer]], dict[str, str]]:
+    """Each entry's layer matches where get_quant_method, asked with the list
     (`full`) narrowed to that entry, answers unquantized and with an empty list did not;
     and where it raises narrowed to the entry but not with the empty list: vLLM's skip test
     expands a fused layer into its shards (`qkv_proj` -> `q_proj`, `k_proj`, `v_proj`) and
@@ -302,11 +302,11 @@ def _match_by_outcome(
     with _narrowed(quant_config, attr, empty):
         for model, prefix, layer in layers:
             baseline[(model, prefix)] = _excluded(quant_config, get_quant_method, layer, prefix)
-    result: dict[str, list[str]] = {}
+    result: dict[str, list[Layer]] = {}
     errors: dict[str, str] = {}
     for entry in entries:
         narrowed = {entry: full[entry]} if isinstance(full, dict) else [entry]
-        hits: list[str] = []
+        hits: list[Layer] = []
         with _narrowed(quant_config, attr, narrowed):
             for model, prefix, layer in layers:
                 before = baseline[(model, prefix)]
@@ -315,7 +315,7 @@ def _match_by_outcome(
                 raised: list[str] = []
                 now = _excluded(quant_config, get_quant_method, layer, prefix, raised)
                 if now or (now is None and before is False):
-                    hits.append(f"{model}:{prefix}")
+                    hits.append(Layer(model, prefix))
                     if raised:
                         errors.setdefault(str(entry), raised[0])
         result[str(entry)] = hits
@@ -446,7 +446,7 @@ def match_consulted(records: list[dict[str, Any]], model_of: Any = None) -> list
     the list narrowed to that entry, for every prefix vLLM asked it about, under the
     VllmConfig that was current then. An entry matches a prefix when it changes the
     method's answer there (compared with an empty list). "consulted" maps each
-    `model:prefix` vLLM asked about to the name the entries were compared with."""
+    layer vLLM asked about to the name the entries were compared with."""
     groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((id(r["config"]), r["method"]), []).append(r)
@@ -472,18 +472,18 @@ def _consulted_section(calls: list[dict[str, Any]], model_of: Any) -> ExclusionS
     for r in calls:
         model = model_of(r["prefix"], r["vllm_config"]) if model_of else "target"
         asked.setdefault((model, r["prefix"]), r)
-    hits: dict[str, list[str]] = {e: [] for e in entries}
+    hits: dict[str, list[Layer]] = {e: [] for e in entries}
     errors: dict[str, str] = {}
-    consulted: dict[str, str | None] = {}
+    consulted: dict[Layer, str | None] = {}
     for (model, prefix), r in asked.items():
-        where = f"{model}:{prefix}"
+        where = Layer(model, prefix)
         cfg = r["vllm_config"]
         with set_current_vllm_config(cfg) if cfg is not None else contextlib.nullcontext():
             try:
                 with _narrowed(qc, attr, type(full)()):
                     baseline = fn(qc, prefix)
             except Exception as exc:
-                errors[where] = str(exc)[:300]
+                errors[str(where)] = str(exc)[:300]
                 continue
             if r["compared"] is None and r["recorded"]:
                 # vLLM compared nothing when it ran with the whole list: the list does not
