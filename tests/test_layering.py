@@ -4,6 +4,8 @@ interpreter with nothing of mtplint but what it needs."""
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 
@@ -118,3 +120,43 @@ print("ok")
 def test_the_probe_child_imports_nothing_outside_its_own_modules():
     run = subprocess.run([sys.executable, "-c", _BLOCKER], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+
+
+_IMPORT_IN_TEXT = re.compile(
+    r"\bfrom (mtplint(?:\.\w+)*) import ([\w, ]+)|\bimport (mtplint(?:\.\w+)+)|\"-m\", \"(mtplint[\w.]*)\""
+)
+
+
+def _top_level_names(module: str) -> set[str]:
+    tree = ast.parse(modules()[module].read_text())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def test_module_paths_written_in_strings_still_exist():
+    # Code that runs in another interpreter (a provisioning check, `python -m ...`) names
+    # mtplint's modules in strings, where no import checker sees them move.
+    known = modules()
+    missing = []
+    for module, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            for m in _IMPORT_IN_TEXT.finditer(node.value):
+                source, names, imported, run = m.groups()
+                target = source or imported or run
+                if target not in known:
+                    missing.append(f"{module}: {target}")
+                    continue
+                for name in (names or "").replace(" ", "").split(","):
+                    if name and f"{target}.{name}" not in known and name not in _top_level_names(target):
+                        missing.append(f"{module}: {target}.{name}")
+    assert missing == []
