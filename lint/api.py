@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .config.schema import GIVEN, checked
-from .config.settings import ALIASES
+from .config.settings import ALIASES, Options
 from .core.errors import BadInput
 from .core.findings import RunResult
 
@@ -78,7 +78,7 @@ def lint(path: str | Path, **opts: Any) -> Report:
     return Report(**base, exit_code=exit_code(result, s.fail_on), fail_on=s.fail_on, notes=notes)
 
 
-def settings_options(opts: dict[str, Any]) -> dict[str, Any]:
+def settings_options(opts: Options) -> dict[str, Any]:
     """Keyword options, each through its setting's check (a bad value is BadInput, as the CLI's
     usage error is exit 2); an unknown keyword is a TypeError, as for any Python function."""
     unknown = sorted(set(opts) - set(options()))

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from ..config.schema import Settings
-from ..config.settings import load_and_announce
+from ..config.settings import Options, load_and_announce
 from ..core.errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from ..core.exit_guard import guarded
 from ..core.progress import progress_reporter
@@ -52,7 +52,7 @@ def fix_cmd(path: Path, **opts: Any) -> None:
     sys.exit(_run_fix(path, opts))
 
 
-def _run_fix(path: Path, opts: dict[str, Any]) -> int:
+def _run_fix(path: Path, opts: Options) -> int:
     return guarded(lambda: _fix(path, load_and_announce(path, opts)), bool(opts.get("debug")))
 
 

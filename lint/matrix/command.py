@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from ..config.settings import Options
 from ..core.errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from ..core.exit_guard import guarded
 from ..core.progress import progress_reporter
@@ -70,21 +71,25 @@ def matrix_cmd(path: Path, **opts: Any) -> None:
     sys.exit(guarded(lambda: _matrix(path, opts), bool(opts.get("debug"))))
 
 
-def _matrix(path: Path, opts: dict[str, Any]) -> int:  # click's values: the axes and jobs, then Settings
+# The matrix's own options; the others are Settings.
+_MATRIX_ONLY = ("jobs", "vllm_axis", "n_axis", "gpu_axis", "tp_axis")
+
+
+def _matrix(path: Path, opts: Options) -> int:
     from ..config.settings import load_and_announce
     from ..core.findings import SEVERITY_RANK
     from ..pipeline.session import lint, provision, read_once
     from .cells import run_matrix
     from .render import RENDERERS
 
-    jobs = opts.pop("jobs") or default_jobs()
+    jobs = opts.get("jobs") or default_jobs()
     axes_given = {
-        "vllm": _list(opts.pop("vllm_axis")),
-        "n": _list(opts.pop("n_axis"), int),
-        "gpu": _list(opts.pop("gpu_axis")),
-        "tp": _list(opts.pop("tp_axis"), int),
+        "vllm": _list(opts.get("vllm_axis")),
+        "n": _list(opts.get("n_axis"), int),
+        "gpu": _list(opts.get("gpu_axis")),
+        "tp": _list(opts.get("tp_axis"), int),
     }
-    s = load_and_announce(path, opts)
+    s = load_and_announce(path, {k: v for k, v in opts.items() if k not in _MATRIX_ONLY})
     check_draft_usage(s, 1)
     defaults = {"vllm": s.vllm_commit, "n": s.num_speculative_tokens, "gpu": s.gpu}
     defaults["tp"] = s.tensor_parallel_size

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.settings import Options
 from . import capability, engine_env, engine_run, verdict
 
 SCHEMA = "mtplint/verify/v1"
@@ -70,7 +71,7 @@ class Verified:
         }
 
 
-def _lint(path: Path, opts: dict[str, Any]) -> tuple[Any, Any, dict[str, Any], str]:
+def _lint(path: Path, opts: Options) -> tuple[Any, Any, dict[str, Any], str]:
     from ..api import Report, settings_options
     from ..core.findings import RunResult
     from ..engine.loader import load_rules
