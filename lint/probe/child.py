@@ -242,7 +242,7 @@ def _dry_run_loads(report: ProbeReport, built: Any, request: dict[str, Any], sep
 
     # Each pipeline stage of the target loads its own slice (one stage without PP).
     stages = built.target_stages() if built.target is not None else []
-    pp = len(stages)
+    pp = request.get("pipeline_parallel_size", 1)
     for name, models in (("target", stages), ("draft", [built.draft] if built.draft is not None else [])):
         if not models:
             continue

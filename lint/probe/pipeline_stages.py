@@ -31,7 +31,7 @@ def set_rank(rank: int, size: int) -> None:
 @contextlib.contextmanager
 def at_rank(rank: int, size: int) -> Iterator[None]:
     """The PP group at `rank` for the block, then back at the last rank (where the draft is)."""
-    if size == 1:
+    if size <= 1:
         yield
         return
     set_rank(rank, size)
