@@ -128,6 +128,21 @@ def init_parallel(tensor_parallel_size: int, pipeline_parallel_size: int = 1) ->
         set_rank(pipeline_parallel_size - 1, pipeline_parallel_size)
 
 
+def init_workspace() -> None:
+    """The worker's workspace manager, as the GPU worker sets it up before it builds the model
+    (vLLM 0.33.0 gpu_worker `_init_workspace_and_model_runner`): layers that reserve scratch
+    at construction (DeepSeek-V3.2's sparse MLA with an fp8_ds_mla KV cache) need it. On meta,
+    where the probed release has one."""
+    import torch
+
+    try:
+        from vllm.v1.worker.workspace import init_workspace_manager, is_workspace_manager_initialized
+    except ImportError:
+        return
+    if not is_workspace_manager_initialized():
+        init_workspace_manager(torch.device("meta"))
+
+
 def _error_record(exc: BaseException) -> ErrorRecord:
     from .frames import error_record
 
@@ -153,6 +168,7 @@ def build(request: dict[str, Any]) -> Built:
     draft_vllm_config = draft_config_for(vllm_config, spec_config)
     with set_current_vllm_config(vllm_config):
         init_parallel(request["tensor_parallel_size"], request.get("pipeline_parallel_size", 1))
+        init_workspace()
         pp = request.get("pipeline_parallel_size", 1)
         for rank in range(pp):
             with set_default_torch_dtype(vllm_config.model_config.dtype), meta_device_mode(), at_rank(rank, pp):
