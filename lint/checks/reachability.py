@@ -12,6 +12,7 @@ from ..probe.report import ParamInfo
 from . import check
 from .context import Cause, Context, Hit
 from .knowledge import require_columns
+from .startup_outcome import unloaded_draft_param
 
 HEAD_OR_EMBED = re.compile(r"(^|\.)(shared_head\.head|lm_head|embed_tokens|embedding)\.weight$")
 
@@ -61,7 +62,7 @@ class NeverLoadedOptions:
     optional_param_leaves: list[str] = field(default_factory=list)
 
 
-@check(fields=("param", "module_class"), options=NeverLoadedOptions)
+@check(fields=("param", "module_class", "outcome"), options=NeverLoadedOptions)
 def draft_params_never_loaded(ctx: Context, options: NeverLoadedOptions) -> list[Hit]:
     optional = set(options.optional_param_leaves)
     by_module: dict[str, list[str]] = {}
@@ -80,12 +81,21 @@ def draft_params_never_loaded(ctx: Context, options: NeverLoadedOptions) -> list
         if decision:
             because.append(Cause("exclusion-missed", ("draft", decision.prefix)))
         because.append(Cause("mtp-missing"))
+        err = ctx.load("draft").completeness_error
         hits.append(
             Hit(
                 key=module,
-                fields={"param": params[0], "module_class": info.module_class if info else None},
+                fields={
+                    "param": params[0],
+                    "module_class": info.module_class if info else None,
+                    "outcome": unloaded_draft_param(ctx, params[0]),
+                },
                 location=ctx.config_location(),
-                evidence={"params": params, "shapes": {p: ctx.params("draft")[p].shape for p in params}},
+                evidence={
+                    "params": params,
+                    "shapes": {p: ctx.params("draft")[p].shape for p in params},
+                    "vllm_startup_error": f"{err.type}: {err.message}" if err else None,
+                },
                 because=because,
             )
         )

@@ -238,6 +238,9 @@ def _run_child(
     env["VLLM_CONFIGURE_LOGGING"] = "1"
     env.setdefault("CUDA_VISIBLE_DEVICES", "")
     env["MTPLINT_PROBE_CHILD"] = "1"
+    # One string hashing for every probe (its workers too): vLLM names "some parameters like X"
+    # from a set (step3p5_mtp.py's completeness check), and a report must not change between probes.
+    env["PYTHONHASHSEED"] = "0"
     # Drafts that build a Sampler (Hy3) import FlashInfer for it, a GPU-only package the probe
     # environment lacks; vLLM's own switch picks the PyTorch sampler, which builds the same modules.
     env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"

@@ -54,6 +54,13 @@ class Built:
     prefixes: list[tuple[str, str]] = field(default_factory=list)
     # The quant configs vLLM made from a separate draft's own checkpoint while building it.
     draft_quant_configs: list[Any] = field(default_factory=list)
+    # With pipeline parallelism, the target as each earlier rank builds it (pipeline_stages);
+    # `target` is the last rank's, the one the draft runs beside.
+    stages: list[Any] = field(default_factory=list)
+
+    def target_stages(self) -> list[Any]:
+        """Every rank's target, in rank order (the last rank's last)."""
+        return [m for m in (*self.stages, self.target) if m is not None]
 
 
 def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase: list[str]) -> None:
@@ -96,10 +103,10 @@ def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
 def init_parallel(tensor_parallel_size: int, pipeline_parallel_size: int = 1) -> None:
     """A single-process gloo group, then made to report world size N at rank 0, so
     per-rank shapes and divisibility checks in vLLM's layers are the real ones for TP=N.
-    With PP=P it reports the last pipeline rank: the one that runs the MTP draft."""
+    With PP=P it reports the last pipeline rank: the one that runs the MTP draft (the target's
+    earlier ranks are built at their own rank: pipeline_stages)."""
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
     from vllm.distributed.parallel_state import (
-        get_pp_group,
         get_tp_group,
         model_parallel_is_initialized,
     )
@@ -116,11 +123,24 @@ def init_parallel(tensor_parallel_size: int, pipeline_parallel_size: int = 1) ->
         group.rank_in_group = 0
         group.ranks = list(range(tensor_parallel_size))
     if pipeline_parallel_size > 1:
-        pp = get_pp_group()
-        pp.world_size = pipeline_parallel_size
-        pp.rank_in_group = pipeline_parallel_size - 1
-        # Group ranks are global ranks; this process (global rank 0) must be the last.
-        pp.ranks = [*range(1, pipeline_parallel_size), 0]
+        from .pipeline_stages import set_rank
+
+        set_rank(pipeline_parallel_size - 1, pipeline_parallel_size)
+
+
+def init_workspace() -> None:
+    """The worker's workspace manager, as the GPU worker sets it up before it builds the model
+    (vLLM 0.33.0 gpu_worker `_init_workspace_and_model_runner`): layers that reserve scratch
+    at construction (DeepSeek-V3.2's sparse MLA with an fp8_ds_mla KV cache) need it. On meta,
+    where the probed release has one."""
+    import torch
+
+    try:
+        from vllm.v1.worker.workspace import init_workspace_manager, is_workspace_manager_initialized
+    except ImportError:
+        return
+    if not is_workspace_manager_initialized():
+        init_workspace_manager(torch.device("meta"))
 
 
 def _error_record(exc: BaseException) -> ErrorRecord:
@@ -134,6 +154,7 @@ def build(request: dict[str, Any]) -> Built:
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
 
+    from .pipeline_stages import at_rank
     from .runtime_shim import meta_device_mode
     from .vllm_compat import set_default_torch_dtype
 
@@ -147,14 +168,23 @@ def build(request: dict[str, Any]) -> Built:
     draft_vllm_config = draft_config_for(vllm_config, spec_config)
     with set_current_vllm_config(vllm_config):
         init_parallel(request["tensor_parallel_size"], request.get("pipeline_parallel_size", 1))
-        with set_default_torch_dtype(vllm_config.model_config.dtype), meta_device_mode():
-            phases.emit(f"constructing the target on meta ({vllm_config.model_config.architectures[0]})")
-            try:
-                built.target = initialize_model(vllm_config=vllm_config)
-            except MemoryError:
-                raise  # the machine ran out: a probe failure, not a finding (MTP009)
-            except Exception as exc:  # construction failures are findings (MTP009)
-                built.errors["target"] = _error_record(exc)
+        init_workspace()
+        pp = request.get("pipeline_parallel_size", 1)
+        for rank in range(pp):
+            with set_default_torch_dtype(vllm_config.model_config.dtype), meta_device_mode(), at_rank(rank, pp):
+                stage = f" (pipeline stage {rank + 1} of {pp})" if pp > 1 else ""
+                phases.emit(f"constructing the target on meta ({vllm_config.model_config.architectures[0]}){stage}")
+                try:
+                    model = initialize_model(vllm_config=vllm_config)
+                except MemoryError:
+                    raise  # the machine ran out: a probe failure, not a finding (MTP009)
+                except Exception as exc:  # construction failures are findings (MTP009)
+                    built.errors.setdefault("target", _error_record(exc))
+                    continue
+            if rank < pp - 1:
+                built.stages.append(model)
+            else:
+                built.target = model
     phase[0] = "draft"
     own_quant = _draft_quant_configs(built, phase) if request.get("speculative") else contextlib.nullcontext()
     with set_current_vllm_config(draft_vllm_config), own_quant:
@@ -263,7 +293,8 @@ def _attach_module_paths(built: Built) -> None:
     """Pair each recorded construction prefix with the module's path in named_modules()
     (they differ for MTP blocks: `model.layers.43.ffn.experts` is built inside
     `model.layers.43.mtp_block`)."""
-    for model_name, model in (("target", built.target), ("draft", built.draft)):
+    models = [("target", m) for m in built.target_stages()] + [("draft", built.draft)]
+    for model_name, model in models:
         if model is None:
             continue
         by_prefix: dict[str, str] = {}

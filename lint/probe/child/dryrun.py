@@ -436,7 +436,9 @@ def _load_resuming(model: Any, feed: _Feed, result: DryRun, mtp_completeness: bo
                         result.completeness_error = error_record(exc)
                         mtp_completeness = False
                     break
-                result.errors.append(error_record(exc, LoadError, tensor=culprit, param=feed.attribution.failed_param))
+                record = error_record(exc, LoadError, tensor=culprit, param=feed.attribution.failed_param)
+                record.message = _set_sorted(str(exc).strip())[: len(record.message)]
+                result.errors.append(record)
                 feed.attribution.failed_param = None
                 if culprit is None or culprit in failed:
                     break
@@ -506,23 +508,33 @@ def _track_weights_loading(model: Any, result: DryRun, quantized: bool) -> None:
 
 
 def _names_sorted(exc: ValueError) -> ValueError:
-    """vLLM's message with the set of names it prints in sorted order: a set's order follows
-    the process's string hashing, and a report must not change from one probe to the next."""
+    """vLLM's message with the set of names it prints in sorted order (see _set_sorted)."""
+    message = str(exc)
+    sorted_message = _set_sorted(message)
+    if sorted_message == message:
+        return exc
+    sorted_exc = ValueError(sorted_message)
+    sorted_exc.__traceback__ = exc.__traceback__
+    return sorted_exc
+
+
+def _set_sorted(message: str) -> str:
+    """A message ending in a Python set literal of names, with the names in sorted order: a
+    set's order follows the process's string hashing, and a report must not change from one
+    probe to the next (track_weights_loading's unloaded names, AutoWeightsLoader's "available
+    parameters")."""
     import ast
 
-    message = str(exc)
     head, brace, rest = message.partition("{")
     if not brace or not rest.endswith("}"):
-        return exc
+        return message
     try:
         names = ast.literal_eval("{" + rest)
     except (ValueError, SyntaxError):
-        return exc
-    if not isinstance(names, set):
-        return exc
-    sorted_exc = ValueError(head + "{" + ", ".join(repr(n) for n in sorted(names)) + "}")
-    sorted_exc.__traceback__ = exc.__traceback__
-    return sorted_exc
+        return message
+    if not isinstance(names, set) or not all(isinstance(n, str) for n in names):
+        return message
+    return head + "{" + ", ".join(repr(n) for n in sorted(names)) + "}"
 
 
 def _attribute_elided(result: DryRun) -> None:

@@ -167,7 +167,11 @@ def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> Pro
     )
     report.construction_errors = built.errors
     report.decisions = [d.to_report() for d in built.decisions]
-    report.params = {"target": _params(built.target), "draft": _params(built.draft)}
+    # The target's parameters over every pipeline stage (each rank holds its own layers').
+    target_params: dict[str, ParamInfo] = {}
+    for stage in built.target_stages() if built.target is not None else []:
+        target_params.update(_params(stage))
+    report.params = {"target": target_params, "draft": _params(built.draft)}
 
     from vllm.config import set_current_vllm_config
 
@@ -229,24 +233,33 @@ def _dry_run_loads(report: ProbeReport, built: Any, request: dict[str, Any], sep
 
     tensors = {"target": _tensors(request["tensors_file"])}
     tensors["draft"] = _tensors(request["draft_tensors_file"]) if separate else tensors["target"]
-    for name, model in (("target", built.target), ("draft", built.draft)):
-        if model is None:
+    from .pipeline_stages import at_rank, merge_runs
+
+    # Each pipeline stage of the target loads its own slice (one stage without PP).
+    stages = built.target_stages() if built.target is not None else []
+    pp = request.get("pipeline_parallel_size", 1)
+    for name, models in (("target", stages), ("draft", [built.draft] if built.draft is not None else [])):
+        if not models:
             continue
         t = time.perf_counter()
         label = "the target" if name == "target" else ("the draft" if separate else "the MTP draft")
         phases.emit(f"dry-run load of {label} ({len(tensors[name]):,} checkpoint tensors on meta)")
-        with set_current_vllm_config(built.vllm_config):
-            model_config = built.vllm_config.model_config if name == "target" else built.spec_config.draft_model_config
-            run = dryrun.run(
-                model,
-                tensors[name],
-                mtp_completeness=(name == "draft"),
-                elide=report.request.elide,
-                tp=report.request.tensor_parallel_size,
-                quantized=model_config.quantization is not None,
-            )
+        model_config = built.vllm_config.model_config if name == "target" else built.spec_config.draft_model_config
+        runs = []
+        for rank, model in enumerate(models):
+            with set_current_vllm_config(built.vllm_config), at_rank(rank if name == "target" else pp - 1, pp):
+                runs.append(
+                    dryrun.run(
+                        model,
+                        tensors[name],
+                        mtp_completeness=(name == "draft"),
+                        elide=report.request.elide,
+                        tp=report.request.tensor_parallel_size,
+                        quantized=model_config.quantization is not None,
+                    )
+                )
         report.timings[f"load_{name}"] = time.perf_counter() - t
-        report.load[name] = run.to_report()
+        report.load[name] = merge_runs(runs).to_report()
     if separate and "target" in report.load:
         report.load["target"] = _parameters_only(report.load["target"])
 
@@ -274,7 +287,7 @@ def _plain_linears(built: Any, draft_only: bool) -> list[tuple[str, str]]:
     import torch
 
     out = []
-    for name, model in (("target", built.target), ("draft", built.draft)):
+    for name, model in [("target", m) for m in built.target_stages()] + [("draft", built.draft)]:
         if model is not None and not (draft_only and name == "target"):
             out += [(name, path) for path, m in model.named_modules() if type(m) is torch.nn.Linear]
     return out

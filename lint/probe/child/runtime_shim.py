@@ -278,6 +278,8 @@ def install_cuda_inert_objects() -> None:
     torch.cuda.set_device = lambda *a, **k: None
     torch.cuda.synchronize = lambda *a, **k: None
     torch.cuda.empty_cache = lambda *a, **k: None
+    if hasattr(torch, "accelerator"):  # the device-generic spelling (vLLM's workspace manager)
+        torch.accelerator.empty_cache = lambda *a, **k: None
     # A CUDA graph memory pool id (a pair of ints): 0.10.1 asks for the platform's global pool
     # while it builds a model (the CPU build's torch._C._graph_pool_handle is a dummy that raises).
     torch.cuda.graph_pool_handle = lambda: (0, 0)  # type: ignore[assignment,return-value]  # a plain pair stands in
