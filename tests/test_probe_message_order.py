@@ -3,7 +3,7 @@ follows the process's string hashing, and a probe report must not change between
 
 from __future__ import annotations
 
-from mtplint.probe.dryrun import _set_sorted
+from mtplint.probe.child.dryrun import _set_sorted
 
 
 def test_a_trailing_set_of_names_is_sorted():
