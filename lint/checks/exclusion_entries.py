@@ -201,7 +201,7 @@ def undeclared_unquantized_mtp_linear(ctx: Context, options: UndeclaredLinearOpt
     for module in modules:
         tensors = fed_by.get(module, [])
         formats = [ctx.disk_format(t) for t in tensors]
-        if not tensors or any(f is None or f.quantized for f in formats) or f"draft:{module}" in declared:
+        if not tensors or any(f is None or f.quantized for f in formats) or Layer("draft", module) in declared:
             continue  # unfed (MTP005), quantized on disk (MTP003), or declared
         ondisk = sorted({t.rsplit(".", 1)[0] for t in tensors})
         hits.append(
