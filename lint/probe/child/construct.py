@@ -57,6 +57,8 @@ class Built:
     # With pipeline parallelism, the target as each earlier rank builds it (pipeline_stages);
     # `target` is the last rank's, the one the draft runs beside.
     stages: list[Any] = field(default_factory=list)
+    # What the target's HF configs held before the draft was constructed (load_order.py).
+    target_config_state: Any = None
 
     def target_stages(self) -> list[Any]:
         """Every rank's target, in rank order (the last rank's last)."""
@@ -154,6 +156,7 @@ def build(request: dict[str, Any]) -> Built:
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
 
+    from .load_order import TargetConfigState
     from .pipeline_stages import at_rank
     from .runtime_shim import meta_device_mode
     from .vllm_compat import set_default_torch_dtype
@@ -186,6 +189,7 @@ def build(request: dict[str, Any]) -> Built:
             else:
                 built.target = model
     phase[0] = "draft"
+    built.target_config_state = TargetConfigState(vllm_config)
     own_quant = _draft_quant_configs(built, phase) if request.get("speculative") else contextlib.nullcontext()
     with set_current_vllm_config(draft_vllm_config), own_quant:
         draft_model_config = spec_config.draft_model_config
