@@ -16,7 +16,6 @@ import click
 from . import __version__
 from .cli_options import probe_options
 from .color import COLOR_MODES
-from .draft import METHODS
 from .draft import check_usage as check_draft_usage
 from .errors import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK
 from .exit_guard import guarded
@@ -97,8 +96,9 @@ def main() -> None:
 )
 @click.option(
     "--method",
-    type=click.Choice(METHODS),
-    help="Speculative method of --draft [read from its architectures].",
+    metavar="METHOD",
+    help="Speculative method, any the probed vLLM declares: of --draft [read from it as vLLM reads it], "
+    "or a drafter the target carries (dspark; mtp is the default).",
 )
 @click.option(
     "--reference",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .draft import load_draft
+from .draft import load_draft, speculative_request
 from .errors import BadInput
 from .findings import Finding, RunResult
 from .inventory.model import Inventory
@@ -133,7 +133,7 @@ def _lint(
         elide=not s.get("no_elision"),
         trust_remote_code=bool(s.get("trust_remote_code")),
         memory_limit=memory_limit,
-        speculative={"method": draft[1]} if draft else {},
+        speculative=speculative_request(s, draft, python),
         serve_argv=list(s.get("serve_argv") or []),
         draft_inventory=draft[0] if draft else None,
     )

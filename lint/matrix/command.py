@@ -13,7 +13,6 @@ from typing import Any
 
 import click
 
-from ..draft import METHODS
 from ..draft import check_usage as check_draft_usage
 from ..errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from ..exit_guard import guarded
@@ -56,7 +55,7 @@ def _list(value: str | None, kind: type = str) -> list[Any] | None:
 @click.option(
     "--draft", metavar="PATH", help="A draft served from its own checkpoint, linted against PATH in every cell."
 )
-@click.option("--method", type=click.Choice(METHODS), help="Speculative method of --draft [read from the draft].")
+@click.option("--method", metavar="METHOD", help="Speculative method of --draft [read from the draft].")
 @click.option(
     "-j",
     "--jobs",

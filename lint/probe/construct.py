@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import phases
+from . import phases, speculators
 from .report import Decision, ErrorRecord
 
 
@@ -156,11 +156,20 @@ def build(request: dict[str, Any]) -> Built:
             except Exception as exc:  # construction failures are findings (MTP009)
                 built.errors["target"] = _error_record(exc)
     phase[0] = "draft"
-    own_quant = _draft_quant_configs(built, phase) if request.get("speculative") else contextlib.nullcontext()
-    with set_current_vllm_config(draft_vllm_config), own_quant:
+
+    def own_quant() -> Any:
+        return _draft_quant_configs(built, phase) if request.get("speculative") else contextlib.nullcontext()
+
+    with own_quant():
+        draft_vllm_config = speculators.draft_vllm_config(vllm_config, spec_config, draft_vllm_config)
+    with set_current_vllm_config(draft_vllm_config), own_quant():
         draft_model_config = spec_config.draft_model_config
         with set_default_torch_dtype(draft_model_config.dtype), meta_device_mode():
-            what = "draft" if request.get("speculative") else "MTP draft"
+            what = (
+                "draft"
+                if request.get("draft_config_dir")
+                else ("MTP draft" if spec_config.method == "mtp" else f"{spec_config.method} drafter")
+            )
             phases.emit(f"constructing the {what} on meta ({draft_model_config.architectures[0]})")
             try:
                 built.draft = initialize_model(vllm_config=draft_vllm_config, model_config=draft_model_config)
