@@ -10,6 +10,10 @@ from ..probe.report import ErrorRecord, LoadError
 from . import check
 from .context import Cause, Context, Hit, frame_json
 
+# Methods whose draft is a stack of MTP-style layers numbered from the checkpoint's config (an
+# MTP block, or DeepSeek-V4's DSpark stages under `mtp.*`).
+_LAYER_COUNTED = ("mtp", "dspark")
+
 
 @check(fields=("config_key", "expected", "found", "error", "remedy"))
 def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
@@ -19,6 +23,8 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
     MTP015), not a depth the checkpoint lacks. Most loaders (GLM-4.x, Qwen3.5, Qwen3-Next,
     MiMo in vLLM 0.33.0) have no completeness check, so nothing raises: the missing layers
     draft from empty weights."""
+    if ctx.report.request.speculative.get("method", "mtp") not in _LAYER_COUNTED:
+        return []  # an EAGLE/DFlash head or a draft model: no MTP depth to count
     cfg = ctx.inventory.config
     key, expected = mtp_layout.vllm_depth(cfg)
     err = ctx.load("draft").completeness_error

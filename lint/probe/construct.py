@@ -144,7 +144,7 @@ def build(request: dict[str, Any]) -> Built:
     if vllm_config.quant_config is not None:
         _record_quant_decisions(vllm_config.quant_config, built.decisions, phase)
 
-    speculators.check(spec_config)
+    speculators.check(spec_config, find_proposer_class(), _FakeProposer)
     with set_current_vllm_config(vllm_config):
         init_parallel(request["tensor_parallel_size"], request.get("pipeline_parallel_size", 1))
         with set_default_torch_dtype(vllm_config.model_config.dtype), meta_device_mode():

@@ -54,15 +54,20 @@ def model_prefix(method: str | None) -> str:
     return "draft_model" if method == "draft_model" else ""
 
 
-def check(spec_config: Any) -> None:
+def check(spec_config: Any, base_cls: Any, fake_cls: Any) -> None:
     """What the method's proposer validates when it is created, before any model is built
-    (raises vLLM's own error: a config error in the report)."""
-    if getattr(spec_config, "method", None) == "draft_model" and not getattr(
-        spec_config, "use_heterogeneous_vocab", False
-    ):
+    (raises vLLM's own error: a config error in the report): a draft model's vocabulary, and
+    for parallel drafting (DFlash, DSpark) the token its masked slots are fed
+    (`_init_parallel_drafting_params`, which raises when the draft config names none)."""
+    method = getattr(spec_config, "method", None)
+    if method == "draft_model" and not getattr(spec_config, "use_heterogeneous_vocab", False):
         verify = getattr(spec_config, "verify_equal_vocab_size_if_draft_model", None)
         if callable(verify):
             verify()
+    cls = proposer_class(method) or base_cls
+    init = getattr(cls, "_init_parallel_drafting_params", None)
+    if getattr(spec_config, "parallel_drafting", False) and method == "dflash" and callable(init):
+        init(stand_in(cls, fake_cls, draft_model_config=spec_config.draft_model_config))
 
 
 def draft_vllm_config(vllm_config: Any, spec_config: Any, proposer_config: Any) -> Any:
