@@ -39,6 +39,8 @@ def check_usage(s: dict[str, Any], paths: int) -> None:
         )
     if s.get("draft") and paths > 1:
         raise BadInput("--draft belongs to one target: pass one PATH with it")
+    if method and paths > 1:
+        raise BadInput(f"--method {method} belongs to one target: pass one PATH with it")
 
 
 def _needs_draft(method: str) -> bool:

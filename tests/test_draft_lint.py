@@ -58,6 +58,10 @@ def test_unknown_method_lists_what_the_probed_release_declares(target):
     assert_bad_input(run(str(target), "--method", "medusa"), "--method medusa", "dspark", "draft_model", "dflash")
 
 
+def test_an_embedded_method_with_several_targets(target):
+    assert_bad_input(run(str(target), str(target), "--method", "dspark"), "--method dspark", "one PATH")
+
+
 def test_a_method_without_a_draft_model_has_nothing_to_lint(target):
     assert_bad_input(run(str(target), "--method", "ngram"), "--method ngram", "without a draft model")
 
