@@ -10,8 +10,9 @@ from ..probe.report import ErrorRecord, LoadError
 from . import check
 from .context import Cause, Context, Hit, frame_json
 
-# Methods whose draft is a stack of MTP-style layers numbered from the checkpoint's config (an
-# MTP block, or DeepSeek-V4's DSpark stages under `mtp.*`).
+# Methods whose draft is a stack of MTP-style layers numbered from the checkpoint's config: an
+# MTP block (the target's or an assistant's), or DeepSeek-V4's DSpark stages under the target's
+# `mtp.*` (a DSpark draft of its own, `--draft`, is a DFlash-style head).
 _LAYER_COUNTED = ("mtp", "dspark")
 
 
@@ -23,8 +24,9 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
     MTP015), not a depth the checkpoint lacks. Most loaders (GLM-4.x, Qwen3.5, Qwen3-Next,
     MiMo in vLLM 0.33.0) have no completeness check, so nothing raises: the missing layers
     draft from empty weights."""
-    if ctx.report.request.speculative.get("method", "mtp") not in _LAYER_COUNTED:
-        return []  # an EAGLE/DFlash head or a draft model: no MTP depth to count
+    method = ctx.report.request.speculative.get("method", "mtp")
+    if method != "mtp" and (method not in _LAYER_COUNTED or ctx.inputs.get("target")):
+        return []  # an EAGLE/DFlash/DSpark head of its own or a draft model: no MTP depth to count
     cfg = ctx.inventory.config
     key, expected = mtp_layout.vllm_depth(cfg)
     err = ctx.load("draft").completeness_error
@@ -100,12 +102,16 @@ def load_error_unexplained(ctx: Context, options: None) -> list[Hit]:
         # reaches the target's loader, never the draft's): the draft's empty parameters are
         # the consequence.
         mtp_failed = any(e.tensor and mtp_layout.is_mtp_name(e.tensor, n_hidden) for e in errs)
+        # A draft loader that raises outside any tensor (a separate DSpark draft without the
+        # `d2t` its reduced vocabulary needs) aborts the whole load: every parameter it leaves
+        # empty is its consequence too.
+        mtp_failed = mtp_failed or (model == "draft" and any(e.tensor is None for e in errs))
         hits.append(
             Hit(
                 key=f"{model}:{first.tensor}",
                 fields={
                     "model": model,
-                    "tensor": first.tensor,
+                    "tensor": first.tensor or "no single tensor (the loader raised on its own)",
                     "error_type": etype,
                     "error": first.message,
                     "frame": where,
