@@ -54,7 +54,7 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
                 "found": shipped,
                 "config_key": key,
                 "error": said,
-                "remedy": _remedy(key, shipped),
+                "remedy": _remedy(key, shipped) if method == "mtp" else _DSPARK_REMEDY,
             },
             location=ctx.config_location(key),
             evidence={
@@ -67,8 +67,17 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
                 "draft_tensors_loaded": len(ctx.fed("draft")),
             },
             provides=[Cause("mtp-missing")],
+            # The depth field does not size a DSpark drafter (vLLM 0.33.0 builds
+            # `n_mtp_layers` or 3 stages): set-mtp-depth would change nothing it reads.
+            artifact_fixes=None if method == "mtp" else [],
         )
     ]
+
+
+_DSPARK_REMEDY = (
+    "the checkpoint lacks DSpark stages the drafter is built with: use an export that keeps the `mtp.*` "
+    "stages (or restore them from the original), or serve without --speculative-config"
+)
 
 
 def _default_loader_check(err: ErrorRecord) -> bool:
