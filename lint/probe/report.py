@@ -244,8 +244,9 @@ class Request:
     serve_args: dict[str, str] = field(default_factory=dict)
     elide: bool = True  # feed only the edge experts of identical per-expert tensor runs
     trust_remote_code: bool = False
-    # A draft from its own checkpoint (`--draft`): {"method": "eagle3"}, the speculative method
-    # it is served with. Empty: the checkpoint's own MTP block (`"method": "mtp"`).
+    # The speculative method a draft from its own checkpoint (`--draft`) is served with
+    # ({"method": "eagle3"}), or a drafter the target carries that is not MTP ({"method":
+    # "dspark"}, no --draft). Empty: the checkpoint's own MTP block (`"method": "mtp"`).
     speculative: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
     # The user's own `vllm serve` command after `vllm serve` (the model path first), parsed
     # by the probed vLLM's own parser; the fields above are its defaults (shorthands).

@@ -96,7 +96,7 @@ def engine_args(request: dict[str, Any]) -> Any:
     ea.tokenizer = None
     ea.skip_tokenizer_init = True
     ea.load_format = "dummy"
-    if request.get("speculative") and isinstance(ea.speculative_config, dict):
+    if request.get("draft_config_dir") and isinstance(ea.speculative_config, dict):
         # A separate draft (--draft) is read from its staged directory, whatever path was typed.
         ea.speculative_config = {**ea.speculative_config, "model": request["draft_config_dir"]}
     return ea
@@ -107,6 +107,8 @@ def _speculative(request: dict[str, Any]) -> dict[str, Any]:
     # quantization_config, as `--speculative-config '{"method": M, "model": PATH}'` does.
     # An MTP draft is `"method": "mtp"` where the release accepts it; 0.10-0.11 accept only
     # the family names and pick the family's method themselves when none is given (vllm_compat).
+    # A drafter the target carries under another method (`dspark`) names it without a model:
+    # vLLM takes the target's checkpoint and quantization, as for MTP.
     from .vllm_compat import mtp_method
 
     separate = request.get("speculative") or {}
@@ -114,7 +116,7 @@ def _speculative(request: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {"num_speculative_tokens": request["num_speculative_tokens"]}
     if method is not None:
         spec = {"method": method, **spec}
-    if separate:
+    if request.get("draft_config_dir"):
         spec["model"] = request["draft_config_dir"]
     return spec
 

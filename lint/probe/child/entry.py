@@ -137,7 +137,7 @@ def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> Pro
         report.config_error = error_record(exc)
         return report
     timings["construct"] = time.perf_counter() - t
-    separate = bool(request.get("speculative"))  # a draft from its own checkpoint (--draft)
+    separate = bool(request.get("draft_config_dir"))  # a draft from its own checkpoint (--draft)
     hf = built.spec_config.draft_model_config.hf_config
     report.models = {
         "target": ModelInfo(
