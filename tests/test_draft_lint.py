@@ -85,8 +85,8 @@ def test_method_contradicting_the_architectures(target, tmp_path):
 def test_a_draft_vllm_cannot_place_is_a_draft_model(tmp_path):
     # vLLM's own default (config/speculative.py): no method given and nothing in the name,
     # architectures or model_type that names one: `draft_model`.
-    from mtplint.pipeline.draft import method_for
     from mtplint.inventory.checkpoint import load_inventory
+    from mtplint.pipeline.draft import method_for
 
     assert method_for(load_inventory(_draft_dir(tmp_path, ["LlamaForCausalLM"])), None) == "draft_model"
 

@@ -254,6 +254,29 @@ class Request:
 
 
 @dataclass
+class ChildRequest(Request):
+    """The parent's request to the probe child (request.json): what to model, and where the
+    parent staged the checkpoint's config and tensor headers (a draft's too, for --draft)."""
+
+    config_dir: str = ""
+    tensors_file: str = ""
+    draft_config_dir: str | None = None  # set: a draft from its own checkpoint (--draft)
+    draft_tensors_file: str | None = None
+
+    def modelled(self) -> Request:
+        """What the report says was modelled: the request without its file paths."""
+        return Request(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Request)})
+
+    def to_json(self) -> dict[str, Any]:
+        return typing.cast(dict[str, Any], _codec(ChildRequest)[1](self))
+
+    @classmethod
+    def from_json(cls, data: Any) -> ChildRequest:
+        """The request in `data`; ValueError naming the first bad field."""
+        return typing.cast(ChildRequest, _codec(ChildRequest)[0](data, "request"))
+
+
+@dataclass
 class PatchRecord:
     """A runtime patch applied in the probe: what its apply() returned."""
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import phases
-from ..report import Decision, ErrorRecord
+from ..report import ChildRequest, Decision, ErrorRecord
 from . import speculators
 
 
@@ -93,7 +93,7 @@ def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase:
     quant_config.get_quant_method = recording_get_quant_method
 
 
-def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
+def make_configs(request: ChildRequest) -> tuple[Any, Any]:
     """(VllmConfig, SpeculativeConfig) as `vllm serve` creates them: the probed release's own
     EngineArgs.create_engine_config() (engine_config)."""
     from .engine_config import create
@@ -150,7 +150,7 @@ def _error_record(exc: BaseException) -> ErrorRecord:
     return error_record(exc)
 
 
-def build(request: dict[str, Any]) -> Built:
+def build(request: ChildRequest) -> Built:
     import torch  # noqa: F401
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
@@ -168,9 +168,9 @@ def build(request: dict[str, Any]) -> Built:
 
     speculators.check(spec_config, find_proposer_class(), _FakeProposer)
     with set_current_vllm_config(vllm_config):
-        init_parallel(request["tensor_parallel_size"], request.get("pipeline_parallel_size", 1))
+        init_parallel(request.tensor_parallel_size, request.pipeline_parallel_size)
         init_workspace()
-        pp = request.get("pipeline_parallel_size", 1)
+        pp = request.pipeline_parallel_size
         for rank in range(pp):
             with set_default_torch_dtype(vllm_config.model_config.dtype), meta_device_mode(), at_rank(rank, pp):
                 stage = f" (pipeline stage {rank + 1} of {pp})" if pp > 1 else ""
@@ -189,7 +189,7 @@ def build(request: dict[str, Any]) -> Built:
     phase[0] = "draft"
 
     def own_quant() -> Any:
-        return _draft_quant_configs(built, phase) if request.get("speculative") else contextlib.nullcontext()
+        return _draft_quant_configs(built, phase) if request.speculative else contextlib.nullcontext()
 
     with own_quant():  # a proposer's own config may make the draft's quant config (draft_model)
         draft_vllm_config = draft_config_for(vllm_config, spec_config)
@@ -199,7 +199,7 @@ def build(request: dict[str, Any]) -> Built:
         with set_default_torch_dtype(draft_model_config.dtype), meta_device_mode():
             what = (
                 "draft"
-                if request.get("draft_config_dir")
+                if request.draft_config_dir
                 else ("MTP draft" if spec_config.method == "mtp" else f"{spec_config.method} drafter")
             )
             phases.emit(f"constructing the {what} on meta ({draft_model_config.architectures[0]})")
@@ -213,7 +213,7 @@ def build(request: dict[str, Any]) -> Built:
                 raise
             except Exception as exc:
                 built.errors["draft"] = _error_record(exc)
-    if request.get("speculative"):
+    if request.speculative:
         _drop_replaced(built)
     _attach_module_paths(built)
     return built
