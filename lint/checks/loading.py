@@ -11,6 +11,11 @@ from ..view.report_view import frame_json
 from . import check
 from .context import Cause, Context, Hit
 
+# Methods whose draft is a stack of MTP-style layers numbered from the checkpoint's config: an
+# MTP block (the target's or an assistant's), or DeepSeek-V4's DSpark stages under the target's
+# `mtp.*` (a DSpark draft of its own, `--draft`, is a DFlash-style head).
+_LAYER_COUNTED = ("mtp", "dspark")
+
 
 @check(fields=("config_key", "expected", "found", "error", "remedy"))
 def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
@@ -20,6 +25,9 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
     MTP015), not a depth the checkpoint lacks. Most loaders (GLM-4.x, Qwen3.5, Qwen3-Next,
     MiMo in vLLM 0.33.0) have no completeness check, so nothing raises: the missing layers
     draft from empty weights."""
+    method = ctx.report.request.speculative.get("method", "mtp")
+    if method != "mtp" and (method not in _LAYER_COUNTED or ctx.inputs.get("target")):
+        return []  # an EAGLE/DFlash/DSpark head of its own or a draft model: no MTP depth to count
     cfg = ctx.inventory.config
     key, expected = mtp_layout.vllm_depth(cfg)
     err = ctx.load("draft").completeness_error
@@ -47,7 +55,7 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
                 "found": shipped,
                 "config_key": key,
                 "error": said,
-                "remedy": _remedy(key, shipped),
+                "remedy": _remedy(key, shipped) if method == "mtp" else _DSPARK_REMEDY,
             },
             location=ctx.config_location(key),
             evidence={
@@ -60,8 +68,17 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
                 "draft_tensors_loaded": len(ctx.fed("draft")),
             },
             provides=[Cause("mtp-missing")],
+            # The depth field does not size a DSpark drafter (vLLM 0.33.0 builds
+            # `n_mtp_layers` or 3 stages): set-mtp-depth would change nothing it reads.
+            artifact_fixes=None if method == "mtp" else [],
         )
     ]
+
+
+_DSPARK_REMEDY = (
+    "the checkpoint lacks DSpark stages the drafter is built with: use an export that keeps the `mtp.*` "
+    "stages (or restore them from the original), or serve without --speculative-config"
+)
 
 
 def _default_loader_check(err: ErrorRecord) -> bool:
@@ -95,12 +112,16 @@ def load_error_unexplained(ctx: Context, options: None) -> list[Hit]:
         # reaches the target's loader, never the draft's): the draft's empty parameters are
         # the consequence.
         mtp_failed = any(e.tensor and mtp_layout.is_mtp_name(e.tensor, n_hidden) for e in errs)
+        # A draft loader that raises outside any tensor (a separate DSpark draft without the
+        # `d2t` its reduced vocabulary needs) aborts the whole load: every parameter it leaves
+        # empty is its consequence too.
+        mtp_failed = mtp_failed or (model == "draft" and any(e.tensor is None for e in errs))
         hits.append(
             Hit(
                 key=f"{model}:{first.tensor}",
                 fields={
                     "model": model,
-                    "tensor": first.tensor,
+                    "tensor": first.tensor or "no single tensor (the loader raised on its own)",
                     "error_type": etype,
                     "error": first.message,
                     "frame": where,

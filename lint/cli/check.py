@@ -15,7 +15,6 @@ from ..config.settings import Options, given_values
 from ..core.errors import EXIT_BAD_INPUT
 from ..core.exit_guard import guarded
 from ..core.progress import progress_reporter
-from ..pipeline.draft import METHODS
 from ..pipeline.draft import check_usage as check_draft_usage
 from ..pipeline.entry import exit_code, lint_with_policy, usable_settings
 from ..pipeline.reference import check_usage as check_reference_usage
@@ -77,8 +76,9 @@ from .output import checked_report, emit, output_targets
 )
 @click.option(
     "--method",
-    type=click.Choice(METHODS),
-    help="Speculative method of --draft [read from its architectures].",
+    metavar="METHOD",
+    help="Speculative method, any the probed vLLM declares: of --draft [read from it as vLLM reads it], "
+    "or a drafter the target carries (dspark; mtp is the default).",
 )
 @click.option(
     "--reference",

@@ -25,19 +25,22 @@ def list_cmd() -> None:
 
     beside = source.pinned_version()
     where = f"in {sys.executable}" if beside else f"(not beside mtplint: the {releases.PINNED} environment below)"
-    click.echo(f"{'default':<14} vLLM {beside or releases.PINNED} {where} (pinned)")
-    for env in store.all_envs():
+    envs = store.all_envs()
+    width = max([14, *(len(e.name) + 1 for e in envs)])  # a name is what `env remove` takes: never cut
+    click.echo(f"{'default':<{width}} vLLM {beside or releases.PINNED} {where} (pinned)")
+    for env in envs:
         r = env.record
         state = "" if env.complete else "  [incomplete: `mtplint env prune` removes it]"
         used = time.strftime("%Y-%m-%d", time.localtime(env.last_used()))
         what = f"vLLM {r.get('version', '?')}"
-        click.echo(
-            f"{env.name:<14} {what:<34} {store.human(store.size(env.path)):>9}  last used {used}  {origin(r)}{state}"
-        )
+        size = store.human(store.size(env.path))
+        click.echo(f"{env.name:<{width}} {what:<34} {size:>9}  last used {used}  {origin(r)}{state}")
     git_cache = store.root() / ".vllm-git"
     if git_cache.is_dir():
         # The fetched commits' history and trees (lint/envs/fetch.py).
-        click.echo(f"{'git cache':<14} {'commits fetched from vLLM git':<34} {store.human(store.size(git_cache)):>9}")
+        click.echo(
+            f"{'git cache':<{width}} {'commits fetched from vLLM git':<34} {store.human(store.size(git_cache)):>9}"
+        )
     click.echo(f"store: {store.root()}")
 
 
@@ -50,6 +53,10 @@ def origin(record: dict) -> str:
         return f"local source {record.get('source', '?')} at {commit[:12]}"
     if kind == "release":
         return f"release (package index){f', commit {commit}' if commit else ''}"
+    if kind == "engine":
+        # A real engine for `mtplint verify` (lint/verify/engine_env.py), not a probe environment.
+        what = f"{record.get('distribution', '?')} {record.get('version', '?')}"
+        return f"engine for `mtplint verify`: {what} (package index)"
     return "unknown origin"
 
 

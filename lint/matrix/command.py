@@ -17,7 +17,6 @@ from ..config.settings import Options
 from ..core.errors import EXIT_FINDINGS, EXIT_OK, BadInput
 from ..core.exit_guard import guarded
 from ..core.progress import progress_reporter
-from ..pipeline.draft import METHODS
 from ..pipeline.draft import check_usage as check_draft_usage
 
 
@@ -57,7 +56,7 @@ def _list(value: str | None, kind: type = str) -> list[Any] | None:
 @click.option(
     "--draft", metavar="PATH", help="A draft served from its own checkpoint, linted against PATH in every cell."
 )
-@click.option("--method", type=click.Choice(METHODS), help="Speculative method of --draft [read from the draft].")
+@click.option("--method", metavar="METHOD", help="Speculative method of --draft [read from the draft].")
 @click.option(
     "-j",
     "--jobs",

@@ -13,7 +13,7 @@ from ..core.errors import BadInput
 from ..core.findings import Finding, RunResult
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
-from .draft import load_draft
+from .draft import load_draft, speculative_request
 from .reference import load_reference, reference_inputs
 from .serve_command import serve_command
 
@@ -132,7 +132,7 @@ def _lint(
         elide=not s.no_elision,
         trust_remote_code=bool(s.trust_remote_code),
         memory_limit=memory_limit,
-        speculative={"method": draft[1]} if draft else {},
+        speculative=speculative_request(s, draft, python),
         serve_argv=list(s.serve_argv or []),
         draft_inventory=draft[0] if draft else None,
     )

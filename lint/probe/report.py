@@ -244,12 +244,36 @@ class Request:
     serve_args: dict[str, str] = field(default_factory=dict)
     elide: bool = True  # feed only the edge experts of identical per-expert tensor runs
     trust_remote_code: bool = False
-    # A draft from its own checkpoint (`--draft`): {"method": "eagle3"}, the speculative method
-    # it is served with. Empty: the checkpoint's own MTP block (`"method": "mtp"`).
+    # The speculative method a draft from its own checkpoint (`--draft`) is served with
+    # ({"method": "eagle3"}), or a drafter the target carries that is not MTP ({"method":
+    # "dspark"}, no --draft). Empty: the checkpoint's own MTP block (`"method": "mtp"`).
     speculative: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
     # The user's own `vllm serve` command after `vllm serve` (the model path first), parsed
     # by the probed vLLM's own parser; the fields above are its defaults (shorthands).
     serve_argv: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
+
+
+@dataclass
+class ChildRequest(Request):
+    """The parent's request to the probe child (request.json): what to model, and where the
+    parent staged the checkpoint's config and tensor headers (a draft's too, for --draft)."""
+
+    config_dir: str = ""
+    tensors_file: str = ""
+    draft_config_dir: str | None = None  # set: a draft from its own checkpoint (--draft)
+    draft_tensors_file: str | None = None
+
+    def modelled(self) -> Request:
+        """What the report says was modelled: the request without its file paths."""
+        return Request(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Request)})
+
+    def to_json(self) -> dict[str, Any]:
+        return typing.cast(dict[str, Any], _codec(ChildRequest)[1](self))
+
+    @classmethod
+    def from_json(cls, data: Any) -> ChildRequest:
+        """The request in `data`; ValueError naming the first bad field."""
+        return typing.cast(ChildRequest, _codec(ChildRequest)[0](data, "request"))
 
 
 @dataclass

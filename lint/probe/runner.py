@@ -32,7 +32,7 @@ from .child.entry import platform_of
 from .child.gc_pause import gc_paused
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale
 from .memory_cap import format_size, tree_rss
-from .report import SCHEMA_VERSION, ProbeReport, Request
+from .report import SCHEMA_VERSION, ChildRequest, ProbeReport, Request
 
 DEFAULT_TIMEOUT = 600.0
 _POLL_SECONDS = 0.25  # how often the parent checks the probe's deadline and memory
@@ -223,12 +223,12 @@ def _run_child(
     mark_owner(tmp)
     sweep_stale(tmp.parent, keep=tmp)
     config_dir, tensors_file = _stage(inventory, tmp, "", request.trust_remote_code)
-    req = {"config_dir": str(config_dir), "tensors_file": str(tensors_file), **asdict(request.modelled())}
+    req = ChildRequest(**asdict(request.modelled()), config_dir=str(config_dir), tensors_file=str(tensors_file))
     if request.draft_inventory is not None:
         draft_dir, draft_tensors = _stage(request.draft_inventory, tmp, "draft_", request.trust_remote_code)
-        req.update(draft_config_dir=str(draft_dir), draft_tensors_file=str(draft_tensors))
+        req.draft_config_dir, req.draft_tensors_file = str(draft_dir), str(draft_tensors)
     req_file, report_file = tmp / "request.json", tmp / "report.json"
-    req_file.write_text(json.dumps(req))
+    req_file.write_text(json.dumps(req.to_json()))
     env = child_environ()
     link_dir = tmp / "pkg"
     link_dir.mkdir()
@@ -260,7 +260,7 @@ def _run_child(
         proc: subprocess.Popen | workers.WarmChild | None = workers.launch(
             python=python,
             identity=request.identity or {},
-            platform=platform_of(asdict(request.modelled())),
+            platform=platform_of(request.modelled()),
             env=env,
             argv=[str(req_file), str(report_file)],
             cwd=tmp,

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import phases
-from ..report import Decision, ErrorRecord
+from ..report import ChildRequest, Decision, ErrorRecord
+from . import speculators
 
 
 @dataclass
@@ -94,7 +95,7 @@ def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase:
     quant_config.get_quant_method = recording_get_quant_method
 
 
-def make_configs(request: dict[str, Any]) -> tuple[Any, Any]:
+def make_configs(request: ChildRequest) -> tuple[Any, Any]:
     """(VllmConfig, SpeculativeConfig) as `vllm serve` creates them: the probed release's own
     EngineArgs.create_engine_config() (engine_config)."""
     from .engine_config import create
@@ -151,7 +152,7 @@ def _error_record(exc: BaseException) -> ErrorRecord:
     return error_record(exc)
 
 
-def build(request: dict[str, Any]) -> Built:
+def build(request: ChildRequest) -> Built:
     import torch  # noqa: F401
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
@@ -168,11 +169,11 @@ def build(request: dict[str, Any]) -> Built:
     if vllm_config.quant_config is not None:
         _record_quant_decisions(vllm_config.quant_config, built.decisions, phase)
 
-    draft_vllm_config = draft_config_for(vllm_config, spec_config)
+    speculators.check(spec_config, find_proposer_class(), _FakeProposer)
     with set_current_vllm_config(vllm_config):
-        init_parallel(request["tensor_parallel_size"], request.get("pipeline_parallel_size", 1))
+        init_parallel(request.tensor_parallel_size, request.pipeline_parallel_size)
         init_workspace()
-        pp = request.get("pipeline_parallel_size", 1)
+        pp = request.pipeline_parallel_size
         for rank in range(pp):
             with set_default_torch_dtype(vllm_config.model_config.dtype), meta_device_mode(), at_rank(rank, pp):
                 stage = f" (pipeline stage {rank + 1} of {pp})" if pp > 1 else ""
@@ -190,19 +191,33 @@ def build(request: dict[str, Any]) -> Built:
                 built.target = model
     phase[0] = "draft"
     built.target_config_state = TargetConfigState(vllm_config)
-    own_quant = _draft_quant_configs(built, phase) if request.get("speculative") else contextlib.nullcontext()
-    with set_current_vllm_config(draft_vllm_config), own_quant:
+
+    def own_quant() -> Any:
+        return _draft_quant_configs(built, phase) if request.speculative else contextlib.nullcontext()
+
+    with own_quant():  # a proposer's own config may make the draft's quant config (draft_model)
+        draft_vllm_config = draft_config_for(vllm_config, spec_config)
+        draft_vllm_config = speculators.draft_vllm_config(vllm_config, spec_config, draft_vllm_config)
+    with set_current_vllm_config(draft_vllm_config), own_quant():
         draft_model_config = spec_config.draft_model_config
         with set_default_torch_dtype(draft_model_config.dtype), meta_device_mode():
-            what = "draft" if request.get("speculative") else "MTP draft"
+            what = (
+                "draft"
+                if request.draft_config_dir
+                else ("MTP draft" if spec_config.method == "mtp" else f"{spec_config.method} drafter")
+            )
             phases.emit(f"constructing the {what} on meta ({draft_model_config.architectures[0]})")
             try:
-                built.draft = initialize_model(vllm_config=draft_vllm_config, model_config=draft_model_config)
+                built.draft = initialize_model(
+                    vllm_config=draft_vllm_config,
+                    model_config=draft_model_config,
+                    prefix=speculators.model_prefix(spec_config.method),
+                )
             except MemoryError:
                 raise
             except Exception as exc:
                 built.errors["draft"] = _error_record(exc)
-    if request.get("speculative"):
+    if request.speculative:
         _drop_replaced(built)
     _attach_module_paths(built)
     return built
@@ -234,6 +249,8 @@ def _draft_quant_configs(built: Built, phase: list[str]) -> Iterator[None]:
 
     def recording(model_config: Any, load_config: Any) -> Any:
         quant_config = make(model_config, load_config)
+        if model_config is built.vllm_config.model_config:
+            return quant_config  # the target's, remade by a VllmConfig copy's post-init
         if quant_config is not None and not hasattr(quant_config, "_mtplint_original_get_quant_method"):
             _record_quant_decisions(quant_config, built.decisions, phase)
             built.draft_quant_configs.append(quant_config)
@@ -249,9 +266,11 @@ def _draft_quant_configs(built: Built, phase: list[str]) -> Iterator[None]:
 def draft_config_for(vllm_config: Any, spec_config: Any) -> Any:
     """The VllmConfig the speculative proposer builds its draft with (vLLM's own code
     where the probed version has it)."""
-    proposer_cls = find_proposer_class()
+    own = speculators.proposer_class(getattr(spec_config, "method", None))
+    proposer_cls = own or find_proposer_class()
     if proposer_cls is not None and hasattr(proposer_cls, "_create_draft_vllm_config"):
-        fake = _FakeProposer(vllm_config=vllm_config, speculative_config=spec_config)
+        attrs = {"vllm_config": vllm_config, "speculative_config": spec_config}
+        fake = speculators.stand_in(own, _FakeProposer, **attrs) if own else _FakeProposer(**attrs)
         with contextlib.suppress(Exception):
             return proposer_cls._create_draft_vllm_config(fake)
     return vllm_config

@@ -15,6 +15,8 @@ import io
 import json
 from typing import Any
 
+from ..report import ChildRequest
+
 
 class ServeArgsRejected(Exception):
     """vLLM's argument parser rejected the serve command: its own message."""
@@ -69,97 +71,99 @@ def parse_serve(argv: list[str]) -> Any:
     return args
 
 
-def engine_args(request: dict[str, Any]) -> Any:
+def engine_args(request: ChildRequest) -> Any:
     """EngineArgs for the request: the user's serve command through vLLM's parser where one
     was given, the request's shorthand fields as its defaults; the probe's own settings
     (the staged model directory, no tokenizer, no weights read) always win."""
     from vllm.engine.arg_utils import EngineArgs
 
     spec = _speculative(request)
-    serve_argv = list(request.get("serve_argv") or [])
+    serve_argv = list(request.serve_argv or [])
     if serve_argv:
-        defaults = [request["config_dir"], *_shorthand_flags(request, spec)]
+        defaults = [request.config_dir, *_shorthand_flags(request, spec)]
         args = parse_serve([*defaults, *serve_argv[1:]])  # serve_argv[0] is the user's model path
         ea = EngineArgs.from_cli_args(args)
     else:
-        serve = request.get("serve_args", {})
+        serve: dict[str, Any] = dict(request.serve_args)  # vLLM's own types judge the values
         ea = EngineArgs(
-            model=request["config_dir"],
-            tensor_parallel_size=request["tensor_parallel_size"],
-            pipeline_parallel_size=request.get("pipeline_parallel_size", 1),
+            model=request.config_dir,
+            tensor_parallel_size=request.tensor_parallel_size,
+            pipeline_parallel_size=request.pipeline_parallel_size,
             speculative_config=spec,
-            trust_remote_code=bool(request.get("trust_remote_code")),
+            trust_remote_code=bool(request.trust_remote_code),
             **({"dtype": serve["dtype"]} if serve.get("dtype") else {}),
             **({"kv_cache_dtype": serve["kv_cache_dtype"]} if serve.get("kv_cache_dtype") else {}),
         )
-    ea.model = request["config_dir"]
+    ea.model = request.config_dir
     ea.tokenizer = None
     ea.skip_tokenizer_init = True
     ea.load_format = "dummy"
-    if request.get("speculative") and isinstance(ea.speculative_config, dict):
+    if request.draft_config_dir and isinstance(ea.speculative_config, dict):
         # A separate draft (--draft) is read from its staged directory, whatever path was typed.
-        ea.speculative_config = {**ea.speculative_config, "model": request["draft_config_dir"]}
+        ea.speculative_config = {**ea.speculative_config, "model": request.draft_config_dir}
     return ea
 
 
-def _speculative(request: dict[str, Any]) -> dict[str, Any]:
+def _speculative(request: ChildRequest) -> dict[str, Any]:
     # A separate draft gets no `quantization`: vLLM then reads the draft checkpoint's own
     # quantization_config, as `--speculative-config '{"method": M, "model": PATH}'` does.
     # An MTP draft is `"method": "mtp"` where the release accepts it; 0.10-0.11 accept only
     # the family names and pick the family's method themselves when none is given (vllm_compat).
+    # A drafter the target carries under another method (`dspark`) names it without a model:
+    # vLLM takes the target's checkpoint and quantization, as for MTP.
     from .vllm_compat import mtp_method
 
-    separate = request.get("speculative") or {}
+    separate = request.speculative or {}
     method = separate.get("method", mtp_method())
-    spec: dict[str, Any] = {"num_speculative_tokens": request["num_speculative_tokens"]}
+    spec: dict[str, Any] = {"num_speculative_tokens": request.num_speculative_tokens}
     if method is not None:
         spec = {"method": method, **spec}
-    if separate:
-        spec["model"] = request["draft_config_dir"]
+    if request.draft_config_dir:
+        spec["model"] = request.draft_config_dir
     return spec
 
 
-def _shorthand_flags(request: dict[str, Any], spec: dict[str, Any]) -> list[str]:
+def _shorthand_flags(request: ChildRequest, spec: dict[str, Any]) -> list[str]:
     """The request's shorthand fields as flags placed before the user's own (argparse keeps
     the last value given, so the user's flags win)."""
     flags = [
         "--tensor-parallel-size",
-        str(request["tensor_parallel_size"]),
+        str(request.tensor_parallel_size),
         "--pipeline-parallel-size",
-        str(request.get("pipeline_parallel_size", 1)),
+        str(request.pipeline_parallel_size),
         "--speculative-config",
         json.dumps(spec),
     ]
-    serve = request.get("serve_args", {})
+    serve = request.serve_args
     if serve.get("kv_cache_dtype"):
         flags += ["--kv-cache-dtype", serve["kv_cache_dtype"]]
-    if request.get("trust_remote_code"):
+    if request.trust_remote_code:
         flags.append("--trust-remote-code")
     return flags
 
 
-def create(request: dict[str, Any]) -> tuple[Any, Any]:
+def create(request: ChildRequest) -> tuple[Any, Any]:
     """(VllmConfig, SpeculativeConfig) as `vllm serve` creates them for the request."""
     vllm_config = engine_args(request).create_engine_config()
-    if request.get("serve_argv"):
+    if request.serve_argv:
         _check_read_alike(request, vllm_config)
     return vllm_config, vllm_config.speculative_config
 
 
-def _check_read_alike(request: dict[str, Any], vllm_config: Any) -> None:
+def _check_read_alike(request: ChildRequest, vllm_config: Any) -> None:
     """mtplint read the shorthand flags of the serve command before probing (the platform,
     the cache key and the report's inputs follow them); vLLM's parser is the judge. Where
     they read it differently the probe does not go on under a wrong label."""
     spec = vllm_config.speculative_config
-    kv = (request.get("serve_args") or {}).get("kv_cache_dtype")
-    pairs = [
-        ("tensor-parallel-size", request["tensor_parallel_size"], vllm_config.parallel_config.tensor_parallel_size),
+    kv = (request.serve_args or {}).get("kv_cache_dtype")
+    pairs: list[tuple[str, Any, Any]] = [
+        ("tensor-parallel-size", request.tensor_parallel_size, vllm_config.parallel_config.tensor_parallel_size),
         (
             "pipeline-parallel-size",
-            request.get("pipeline_parallel_size", 1),
+            request.pipeline_parallel_size,
             vllm_config.parallel_config.pipeline_parallel_size,
         ),
-        ("num_speculative_tokens", request["num_speculative_tokens"], getattr(spec, "num_speculative_tokens", None)),
+        ("num_speculative_tokens", request.num_speculative_tokens, getattr(spec, "num_speculative_tokens", None)),
     ]
     if kv:
         pairs.append(("kv-cache-dtype", kv, vllm_config.cache_config.cache_dtype))

@@ -10,10 +10,9 @@ import contextlib
 import importlib
 import json
 import time
-from dataclasses import fields
 from typing import Any
 
-from ..report import ModelInfo, ParamInfo, PatchRecord, ProbeReport, Quant, Request, VllmIdentity
+from ..report import ChildRequest, ModelInfo, ParamInfo, PatchRecord, ProbeReport, Quant, Request, VllmIdentity
 
 
 def _params(model: Any) -> dict[str, ParamInfo]:
@@ -34,21 +33,15 @@ def _model_class(model: Any) -> str | None:
     return None if model is None else f"{type(model).__module__}.{type(model).__qualname__}"
 
 
-def _request(request: dict[str, Any]) -> Request:
-    """What the report says was modelled: the request without its file paths (the parent
-    wrote every field of Request under its own name)."""
-    return Request(**{f.name: request[f.name] for f in fields(Request)})
-
-
-def platform_of(request: dict[str, Any]) -> dict[str, Any]:
+def platform_of(request: Request) -> dict[str, Any]:
     """The part of a request that is fixed at import time: the GPU the platform shim stands in
     (vLLM modules bind `current_platform` when they are imported). A probe worker serves
     only requests with the platform it was started with."""
     return {
-        "sm": list(request["sm"]),
-        "gpu_name": request["gpu_name"],
-        "gpu_memory": request["gpu_memory"],
-        "gpus": max(8, request["tensor_parallel_size"] * request.get("pipeline_parallel_size", 1)),
+        "sm": list(request.sm),
+        "gpu_name": request.gpu_name,
+        "gpu_memory": request.gpu_memory,
+        "gpus": max(8, request.tensor_parallel_size * request.pipeline_parallel_size),
     }
 
 
@@ -86,14 +79,14 @@ _CONSTRUCTION_IMPORTS = (
 )
 
 
-def _prepare_cold(request: dict[str, Any]) -> float:
+def _prepare_cold(request: ChildRequest) -> float:
     from .. import phases
 
     phases.emit("importing vLLM")
     return prepare(platform_of(request))
 
 
-def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
+def probe(request: ChildRequest, *, prepared: bool = False) -> ProbeReport:
     """prepared: a worker ran prepare() before forking this process (its import time is not
     this probe's)."""
     timings: dict[str, float] = {}
@@ -105,7 +98,7 @@ def probe(request: dict[str, Any], *, prepared: bool = False) -> ProbeReport:
         return _probe(request, timings, t0)
 
 
-def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> ProbeReport:
+def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> ProbeReport:
     import vllm
 
     from .. import phases
@@ -114,11 +107,11 @@ def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> Pro
 
     report = ProbeReport(
         vllm=VllmIdentity(version=getattr(vllm, "__version__", None), commit=_commit()),
-        request=_request(request),
+        request=request.modelled(),
         stubbed_modules=list(runtime_shim.NATIVE_MODULES + runtime_shim.LATE_STUBS),
         timings=timings,
     )
-    report.patches = [PatchRecord.from_apply(r["id"], r) for r in apply_patches(request.get("patches", []))]
+    report.patches = [PatchRecord.from_apply(r["id"], r) for r in apply_patches(request.patches)]
 
     t = time.perf_counter()
     try:
@@ -137,7 +130,7 @@ def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> Pro
         report.config_error = error_record(exc)
         return report
     timings["construct"] = time.perf_counter() - t
-    separate = bool(request.get("speculative"))  # a draft from its own checkpoint (--draft)
+    separate = bool(request.draft_config_dir)  # a draft from its own checkpoint (--draft)
     hf = built.spec_config.draft_model_config.hf_config
     report.models = {
         "target": ModelInfo(
@@ -215,7 +208,7 @@ def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> Pro
         first.filled_by = matchers.filled_by(qc, first, declared)
         timings["exclusions"] = time.perf_counter() - t
     phases.emit("asking vLLM's kernel predicates")
-    report.kernels = kernels.evaluate(built.vllm_config, request["num_speculative_tokens"])
+    report.kernels = kernels.evaluate(built.vllm_config, request.num_speculative_tokens)
     timings["total"] = time.perf_counter() - t0
     import resource
 
@@ -223,7 +216,7 @@ def _probe(request: dict[str, Any], timings: dict[str, float], t0: float) -> Pro
     return report
 
 
-def _dry_run_loads(report: ProbeReport, built: Any, request: dict[str, Any], separate: bool) -> None:
+def _dry_run_loads(report: ProbeReport, built: Any, request: ChildRequest, separate: bool) -> None:
     """Each built model's own load_weights() over its checkpoint's tensors: a separate draft's
     from its own checkpoint."""
     from vllm.config import set_current_vllm_config
@@ -231,13 +224,13 @@ def _dry_run_loads(report: ProbeReport, built: Any, request: dict[str, Any], sep
     from .. import phases
     from . import dryrun
 
-    tensors = {"target": _tensors(request["tensors_file"])}
-    tensors["draft"] = _tensors(request["draft_tensors_file"]) if separate else tensors["target"]
+    tensors = {"target": _tensors(request.tensors_file)}
+    tensors["draft"] = _tensors(request.draft_tensors_file or "") if separate else tensors["target"]
     from .pipeline_stages import at_rank, merge_runs
 
     # Each pipeline stage of the target loads its own slice (one stage without PP).
     stages = built.target_stages() if built.target is not None else []
-    pp = request.get("pipeline_parallel_size", 1)
+    pp = request.pipeline_parallel_size
     for name, models in (("target", stages), ("draft", [built.draft] if built.draft is not None else [])):
         if not models:
             continue
@@ -316,7 +309,7 @@ def main(argv: list[str]) -> int:
 def answer(request_path: str, report_path: str, *, prepared: bool) -> int:
     """Probe what REQUEST.json asks and write REPORT.json (atomically)."""
     with open(request_path) as f:
-        request = json.load(f)
+        request = ChildRequest.from_json(json.load(f))
     report = probe(request, prepared=prepared)
     from .gc_pause import gc_paused
 

@@ -18,18 +18,22 @@ from .frames import error_record
 
 
 def replay(draft: Any, target: Any, vllm_config: Any, spec_config: Any) -> Wiring:
-    proposer_cls = find_proposer_class()
+    from . import speculators
+
+    own = speculators.proposer_class(getattr(spec_config, "method", None))
+    proposer_cls = own or find_proposer_class()
     if proposer_cls is None:
         return Wiring(
             proposer=None, errors=[WiringError(type="NotFound", message="no speculative proposer class found")]
         )
     report = Wiring(proposer=f"{proposer_cls.__module__}.{proposer_cls.__qualname__}")
-    fake = _FakeProposer(
-        model=draft,
-        vllm_config=vllm_config,
-        speculative_config=spec_config,
-        draft_model_config=spec_config.draft_model_config,
-    )
+    attrs = {
+        "model": draft,
+        "vllm_config": vllm_config,
+        "speculative_config": spec_config,
+        "draft_model_config": spec_config.draft_model_config,
+    }
+    fake = speculators.stand_in(own, _FakeProposer, **attrs) if own else _FakeProposer(**attrs)
     target_lm = target
     get_language_model = getattr(target, "get_language_model", None)
     if callable(get_language_model):
