@@ -58,6 +58,8 @@ class Built:
     # With pipeline parallelism, the target as each earlier rank builds it (pipeline_stages);
     # `target` is the last rank's, the one the draft runs beside.
     stages: list[Any] = field(default_factory=list)
+    # What the target's HF configs held before the draft was constructed (load_order.py).
+    target_config_state: Any = None
 
     def target_stages(self) -> list[Any]:
         """Every rank's target, in rank order (the last rank's last)."""
@@ -155,6 +157,7 @@ def build(request: ChildRequest) -> Built:
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
 
+    from .load_order import TargetConfigState
     from .pipeline_stages import at_rank
     from .runtime_shim import meta_device_mode
     from .vllm_compat import set_default_torch_dtype
@@ -187,6 +190,7 @@ def build(request: ChildRequest) -> Built:
             else:
                 built.target = model
     phase[0] = "draft"
+    built.target_config_state = TargetConfigState(vllm_config)
 
     def own_quant() -> Any:
         return _draft_quant_configs(built, phase) if request.speculative else contextlib.nullcontext()

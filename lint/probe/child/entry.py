@@ -240,7 +240,11 @@ def _dry_run_loads(report: ProbeReport, built: Any, request: ChildRequest, separ
         model_config = built.vllm_config.model_config if name == "target" else built.spec_config.draft_model_config
         runs = []
         for rank, model in enumerate(models):
-            with set_current_vllm_config(built.vllm_config), at_rank(rank if name == "target" else pp - 1, pp):
+            # vLLM loads the target before it builds the draft (load_order.py).
+            state = built.target_config_state
+            as_target_saw = state.as_before_draft() if name == "target" and state else contextlib.nullcontext()
+            stage = at_rank(rank if name == "target" else pp - 1, pp)
+            with set_current_vllm_config(built.vllm_config), stage, as_target_saw:
                 runs.append(
                     dryrun.run(
                         model,
