@@ -192,14 +192,14 @@ def test_suppressed_findings_do_not_count_and_are_reported_with_their_reason(see
     assert rc == 1  # the five MTP002 errors still count
     assert {f["code"] for f in report["findings"]} == {"MTP002"}
     assert report["summary"]["error"] == 5
-    suppressed = {s.id: s.suppression for s in report["suppressed"]}
+    suppressed = {s["id"]: s["suppression"] for s in report["suppressed"]}
     assert len(suppressed) == 6
     assert suppressed[f"MTP001:{SEED_ENTRY}"] == {
         "kind": "config",
         "reason": "kept for vLLM 0.34, which matches it",
         "source": "./mtplint.toml:1 [[suppress]] entry 1",
     }
-    assert {s.reason for i, s in suppressed.items() if i.startswith("MTP005:")} == {"follows from MTP002"}
+    assert {s["reason"] for i, s in suppressed.items() if i.startswith("MTP005:")} == {"follows from MTP002"}
     assert "unused_suppressions" not in report
     jsonschema.validators.validator_for(load_schema())(load_schema()).validate(report)
 
