@@ -144,7 +144,7 @@ def _report(path: Path, s: Settings, linted: Any, result: Any, rules: dict[str, 
     from ..reporters.github import write_step_summary
 
     checked = checked_report(str(path), s, linted, result)
-    full = s.output_format == "full" or bool(s.verbose)
+    full = s.full
     for fmt, out, color in output_targets(s):
         text = render(
             result,

@@ -129,7 +129,7 @@ def _report_set(entries: list[Entry], s: Settings) -> int:
     from .output import emit, output_targets
 
     rules = load_rules()
-    full = s.output_format == "full" or bool(s.verbose)
+    full = s.full
     for fmt, out, color in output_targets(s):
         text = render_set(entries, fmt, rules, color=color, full=full, statistics=bool(s.statistics))
         emit(text, out, color)

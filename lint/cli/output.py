@@ -22,7 +22,7 @@ def checked_report(given: str, s: Settings, linted: Any, result: Any) -> Checked
     from ..reporters.report_set import Checked
 
     formats = set(s.formats or ["text"])
-    full = s.output_format == "full" or bool(s.verbose)
+    full = s.full
     summary = bool(os.environ.get("GITHUB_STEP_SUMMARY"))
     modules = draft_modules(linted.inventory, linted.report, result.findings) if full or summary else None
     # A hub repository's inputs path is hf://ORG/NAME@COMMIT: its files are named from there, not a repo root.
