@@ -9,6 +9,7 @@ import gzip
 import json
 import marshal
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -167,6 +168,8 @@ def test_missing_or_unreadable_entry_is_a_plain_miss(cache_dir):
 
 
 def lint(ckpt: Path, cache_root: Path) -> subprocess.CompletedProcess:
+    # The probe cache's own behaviour: no remembered verdict (pipeline.verdict_cache) in front of it.
+    shutil.rmtree(cache_root / "verdicts", ignore_errors=True)
     env = {**os.environ, "MTPLINT_CACHE_DIR": str(cache_root)}
     return subprocess.run(
         [*MTPLINT, str(ckpt), "--format", "json", "-q"], capture_output=True, text=True, env=env, timeout=600

@@ -27,7 +27,7 @@ def checked_report(given: str, s: Settings, linted: Any, result: Any) -> Checked
     modules = draft_modules(linted.inventory, linted.report, result.findings) if full or summary else None
     # A hub repository's inputs path is hf://ORG/NAME@COMMIT: its files are named from there, not a repo root.
     # With --draft the files named are the draft's: its repository root, not the target's.
-    where = linted.inventory.origin or s.draft or given
+    where = linted.origin or s.draft or given
     uri_prefix = repo_prefix(where, s.repo_root) if {"sarif", "github"} & formats else ""
     return Checked(given, result, uri_prefix, modules, s.fail_on)
 

@@ -20,26 +20,49 @@ from .serve_command import serve_command
 
 @dataclass
 class Linted:
-    inventory: Inventory
-    report: ProbeReport
+    """One lint's outcome. A remembered lint (verdict_cache) comes without its inventory and probe
+    report: the first read of either runs the lint in full (the probe report from its cache)."""
+
+    _inventory: Inventory | None
+    _report: ProbeReport | None
     findings: list[Finding]
-    evaluated: list[Any]
+    evaluated: list[dict[str, Any]]  # [{code, name, severity, summary}] of the rules run
     inputs: dict[str, Any]
     request: Any
+    vllm: dict[str, Any]  # {version, commit}
+    probe: dict[str, Any]  # {cached, seconds}
     # The PATH's own inventory where it is not the one linted (--draft: the target's).
     path_inventory: Inventory | None = None
+    origin: str | None = None  # the linted checkpoint's hf://ORG/NAME@COMMIT, None when local
+    _relint: Callable[[], Linted] | None = None
+
+    @property
+    def inventory(self) -> Inventory:
+        if self._inventory is None:
+            self._complete()
+        assert self._inventory is not None
+        return self._inventory
+
+    @property
+    def report(self) -> ProbeReport:
+        if self._report is None:
+            self._complete()
+        assert self._report is not None
+        return self._report
+
+    def _complete(self) -> None:
+        assert self._relint is not None, "a lint without its inventory must know how to run in full"
+        full = self._relint()
+        self._inventory, self._report, self.path_inventory = full.inventory, full.report, full.path_inventory
 
     def result(self) -> RunResult:
         """What the reporters render."""
-        vllm = self.report.vllm
         return RunResult(
             findings=self.findings,
-            rules_evaluated=[
-                {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary} for r in self.evaluated
-            ],
-            vllm={"version": vllm.version, "commit": vllm.commit},
+            rules_evaluated=list(self.evaluated),
+            vllm=dict(self.vllm),
             inputs=self.inputs,
-            probe={"cached": self.report.cached, "seconds": round(self.report.seconds, 2)},
+            probe=dict(self.probe),
         )
 
 
@@ -54,7 +77,9 @@ def lint(
 ) -> Linted:
     """The lint pipeline: inventory -> probe (cached) -> rule checks -> findings.
     fresh: probe again and store the new report, so a check right after is a cache hit.
-    inventory: use this one instead of reading PATH (mtplint fix: a hub fix's files over its snapshot)."""
+    inventory: use this one instead of reading PATH (mtplint fix: a hub fix's files over its snapshot).
+    An unchanged checkpoint linted again with the same settings and vLLM gets its remembered
+    findings (verdict_cache) without reading its inventory or probe report."""
     from ..core.progress import settle
     from ..probe.child.gc_pause import gc_paused
 
@@ -63,7 +88,7 @@ def lint(
     # of them (DSV4-Flash cached lint: a third of its CPU time).
     try:
         with gc_paused():
-            return _lint(path, s, patches=patches, fresh=fresh, progress=progress, inventory=inventory)
+            return _lint(path, s, patches=patches, fresh=fresh, progress=progress, inventory=inventory, recall=True)
     finally:
         settle()  # what follows (a report, an error, the next step) starts on a clean line
 
@@ -76,14 +101,15 @@ def _lint(
     fresh: bool,
     progress: Callable[[str], None] | None,
     inventory: Inventory | None,
+    recall: bool,
 ) -> Linted:
     from ..envs.resolve import interpreter_path, probe_target
-    from ..inventory.checkpoint import load_inventory
-    from ..patches.catalog import PATCHES, in_range
+    from ..patches.catalog import PATCHES
     from ..probe import cache
     from ..probe.memory_cap import resolve_limit
-    from ..probe.runner import ProbeRequest, cache_inputs, check_vllm_commit, run_probe, vllm_identity
+    from ..probe.runner import cache_inputs, check_vllm_commit, run_probe, vllm_identity
     from ..probe.workers import idle_seconds
+    from . import verdict_cache
     from .gpus import resolve
     from .preflight import check_config, explain_depth_zero, raise_for_config_error
 
@@ -94,11 +120,10 @@ def _lint(
         raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; bundled: {', '.join(PATCHES)}")
     memory_limit = resolve_limit(s.probe_memory)
     idle_seconds()  # a bad MTPLINT_WORKER_IDLE is exit 2 before anything is read or probed
-    if inventory is None:
-        inventory = load_inventory(path, _header_progress(path, progress))
-    if progress:
-        progress(f"inventory: {len(inventory.tensors):,} tensors in {len(inventory.shards)} shards")
-    check_config(inventory)  # before vLLM sees it: bad values and absurd sizes are exit 2
+    pre = verdict_cache.pre_inputs(path, s, patches) if recall and inventory is None and not fresh else None
+    remembered = verdict_cache.candidate(pre) if pre is not None else None
+    if remembered is None:
+        inventory = _read_checked(path, progress, inventory)
     draft = load_draft(s, _header_progress(Path(s.draft or ""), progress))
     if draft:
         check_config(draft[0])  # the draft's bad values name its own config.json
@@ -112,13 +137,83 @@ def _lint(
         raise BadInput(
             f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, or pass --vllm-python)"
         )
+    _check_patch_ranges(patches, identity["version"])
+    request = _request(s, gpu, patches, python, draft, memory_limit)
+    full = verdict_cache.full_inputs(pre, identity, request.key_fields()) if pre is not None else None
+    if remembered is not None and full is not None:
+        hit = verdict_cache.recall(remembered, full)
+        if hit is not None:
+            if progress:
+                progress(f"inventory: {hit.counts[0]:,} tensors in {hit.counts[1]} shards")
+            return Linted(
+                None,
+                None,
+                hit.findings,
+                hit.evaluated,
+                hit.inputs,
+                request,
+                vllm=hit.vllm,
+                probe={**hit.probe, "cached": True},
+                origin=hit.origin,
+                _relint=lambda: _lint(
+                    path, s, patches=patches, fresh=False, progress=None, inventory=None, recall=False
+                ),
+            )
+        # Same checkpoint and settings, another vLLM: its config passed these checks before.
+        inventory = _read_checked(path, progress, None)
+    assert inventory is not None
+    report = run_probe(inventory, request, identity=identity, use_cache=not (fresh or s.no_cache), progress=progress)
+    raise_for_config_error(inventory, report.config_error)
+    if fresh:
+        cache.store(cache_inputs(inventory, request, identity), report)
+    explain_depth_zero(inventory, report.config_error)  # after the store: the cache keeps vLLM's words
+    inputs = {
+        "path": inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT
+        "gpu": gpu.key,
+        "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
+        "num_speculative_tokens": request.num_speculative_tokens,
+        "tensor_parallel_size": request.tensor_parallel_size,
+        "pipeline_parallel_size": request.pipeline_parallel_size,
+        "patches": request.patches,
+    }
+    linted = conclude(path, inventory, report, request, s, inputs, draft=draft, reference=reference)
+    if pre is not None and full is not None:
+        verdict_cache.store(
+            pre,
+            full,
+            linted.findings,
+            linted.evaluated,
+            linted.inputs,
+            linted.vllm,
+            linted.probe,
+            linted.origin,
+            (len(inventory.tensors), len(inventory.shards)),
+        )
+    return linted
+
+
+def _check_patch_ranges(patches: list[str], version: str) -> None:
+    from ..patches.catalog import PATCHES, in_range
+
     for p in patches:
-        if not in_range(identity["version"], PATCHES[p].vllm):
+        if not in_range(version, PATCHES[p].vllm):
             raise BadInput(
                 f"--with-patches: {p} applies to vLLM {PATCHES[p].vllm}; the probed vLLM is "
-                f"{identity['version']} ({PATCHES[p].summary})"
+                f"{version} ({PATCHES[p].summary})"
             )
-    request = ProbeRequest(
+
+
+def _request(
+    s: Settings,
+    gpu: Any,
+    patches: list[str],
+    python: str | None,
+    draft: tuple[Inventory, str] | None,
+    memory_limit: Any,
+) -> Any:
+    from ..probe.runner import ProbeRequest
+
+    return ProbeRequest(
         sm=list(gpu.sm),
         gpu_name=gpu.name,
         gpu_memory=gpu.memory,
@@ -136,21 +231,19 @@ def _lint(
         serve_argv=list(s.serve_argv or []),
         draft_inventory=draft[0] if draft else None,
     )
-    report = run_probe(inventory, request, identity=identity, use_cache=not (fresh or s.no_cache), progress=progress)
-    raise_for_config_error(inventory, report.config_error)
-    if fresh:
-        cache.store(cache_inputs(inventory, request, identity), report)
-    explain_depth_zero(inventory, report.config_error)  # after the store: the cache keeps vLLM's words
-    inputs = {
-        "path": inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT
-        "gpu": gpu.key,
-        "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
-        "num_speculative_tokens": request.num_speculative_tokens,
-        "tensor_parallel_size": request.tensor_parallel_size,
-        "pipeline_parallel_size": request.pipeline_parallel_size,
-        "patches": request.patches,
-    }
-    return conclude(path, inventory, report, request, s, inputs, draft=draft, reference=reference)
+
+
+def _read_checked(path: Path, progress: Callable[[str], None] | None, given: Inventory | None) -> Inventory:
+    """PATH's inventory (or the one given), its config checked before vLLM sees it (bad values
+    and absurd sizes are exit 2)."""
+    from ..inventory.checkpoint import load_inventory
+    from .preflight import check_config
+
+    inventory = given or load_inventory(path, _header_progress(path, progress))
+    if progress:
+        progress(f"inventory: {len(inventory.tensors):,} tensors in {len(inventory.shards)} shards")
+    check_config(inventory)
+    return inventory
 
 
 def conclude(
@@ -174,7 +267,19 @@ def conclude(
         path, inventory = Path(s.draft or ""), draft[0]
         inputs = {**inputs, "path": inventory.origin or str(path), "target": target_name, "method": draft[1]}
     findings, evaluated = judge(path, inventory, report, inputs, request, s, reference=reference)
-    return Linted(inventory, report, findings, evaluated, inputs, request, target_inventory)
+    rules = [{"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary} for r in evaluated]
+    return Linted(
+        inventory,
+        report,
+        findings,
+        rules,
+        inputs,
+        request,
+        vllm={"version": report.vllm.version, "commit": report.vllm.commit},
+        probe={"cached": report.cached, "seconds": round(report.seconds, 2)},
+        path_inventory=target_inventory,
+        origin=inventory.origin,
+    )
 
 
 def read_once(path: Path, s: Settings, progress: Callable[[str], None] | None = None) -> tuple[Inventory, Settings]:

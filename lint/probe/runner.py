@@ -87,23 +87,45 @@ def _package_dir() -> Path:
 
 def vllm_identity(python: str | None) -> dict[str, Any]:
     """vLLM's version and commit in the interpreter that will be probed, without importing
-    vLLM itself (that costs ~10 s): read from its installed metadata and _version.py."""
+    vLLM itself (that costs ~10 s): read from its installed metadata and _version.py, or
+    remembered from the last read while none of those files changed (identity_memo)."""
+    from . import identity_memo
+
+    exe = python or sys.executable
+    remembered = identity_memo.load(exe)
+    if remembered is not None:
+        return remembered
+    identity = _read_identity(exe)
+    sources = identity.pop("sources", None) or []
+    if identity.get("version") is not None and isinstance(sources, list):
+        identity_memo.store(exe, identity, [str(p) for p in sources])
+    return identity
+
+
+def _read_identity(exe: str) -> dict[str, Any]:
+    # `sources`: the files the answer comes from, whose stamps keep the remembered answer honest.
     code = (
         "import importlib.metadata as m, importlib.util as u, json, re, pathlib\n"
         "v = None\n"
-        "try: v = m.version('vllm')\n"
+        "src = []\n"
+        "try:\n"
+        "    d = m.distribution('vllm')\n"
+        "    v = d.version\n"
+        "    dp = getattr(d, '_path', None)\n"
+        "    if dp is not None: src += [str(dp), str(pathlib.Path(dp) / 'METADATA')]\n"
         "except Exception: pass\n"
         "c = None\n"
         "s = u.find_spec('vllm')\n"
         "if s and s.origin:\n"
+        "    src.append(s.origin)\n"
         "    p = pathlib.Path(s.origin).parent / '_version.py'\n"
         "    if p.exists():\n"
+        "        src.append(str(p))\n"
         "        t = p.read_text()\n"
         '        mm = re.search(r"__commit_id__\\s*=\\s*(?:commit_id\\s*=\\s*)?[\'\\"]([^\'\\"]+)[\'\\"]", t)\n'
         "        c = mm.group(1) if mm else None\n"
-        "print(json.dumps({'version': v, 'commit': c, 'python': __import__('sys').executable}))\n"
+        "print(json.dumps({'version': v, 'commit': c, 'python': __import__('sys').executable, 'sources': src}))\n"
     )
-    exe = python or sys.executable
     try:
         out = subprocess.run([exe, "-c", code], capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
