@@ -1,5 +1,6 @@
-"""Time the everyday loop: a repeated `mtplint PATH` whose probe report and inventory come from
-the cache (pre-commit, fix, re-lint), beside a bare `python -c pass` and the bare import of
+"""Time the everyday loop: a repeated `mtplint PATH` whose findings come from the verdict cache
+(pre-commit, fix, re-lint), then the same with only the probe report and inventory memo cached,
+beside a bare `python -c pass` and the bare import of
 mtplint's CLI measured in the same run. Prints numbers, asserts nothing.
 
     .venv/bin/python scripts/bench_cached_lint.py [--runs 7] [--recipes dsv4-flash-w4a16-bf16mtp dsv3-fp8-official]
@@ -64,6 +65,16 @@ def main() -> None:
                 f"{recipe:<25} {cached:6.3f}s {cpu:6.3f}s  cached lint, exit {rc} "
                 f"({cached / bare:.1f}x bare; first lint {first:.1f} s)"
             )
+            # The same lint with its verdict forgotten: inventory memo, probe report and checks.
+            forget = [py, "-c", f"import shutil; shutil.rmtree({str(Path(cache) / 'verdicts')!r}, True)"]
+            walls, cpus = [], []
+            for _ in range(args.runs):
+                subprocess.run(forget, env=env)
+                w, c, rc = timed(argv, env, 1)
+                walls.append(w)
+                cpus.append(c)
+            w, c = statistics.median(walls), statistics.median(cpus)
+            print(f"{'':<25} {w:6.3f}s {c:6.3f}s  verdict forgotten (report and memo cached), exit {rc}")
 
 
 if __name__ == "__main__":
