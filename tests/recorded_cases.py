@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,40 @@ def read_recorded(case_id: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     return json.loads(lzma.decompress(path.read_bytes()))
+
+
+def recorded_report(case_id: str) -> tuple[dict[str, Any], Any] | None:
+    """(the record's inputs, its report as ProbeReport.from_json decodes it), or None when the
+    case has no recording. The decoded report is kept under build/recorded-memo, keyed by the
+    recording's bytes and the codec's source (lint/probe/report.py): decompressing, parsing and
+    checking the largest recordings was a fifth of the fast tier's time. test_probe_report
+    decodes every recording from its JSON."""
+    import hashlib
+    import pickle
+
+    from mtplint.probe.report import ProbeReport
+
+    path = recorded_path(case_id)
+    if not path.is_file():
+        return None
+    blob = path.read_bytes()
+    codec = ROOT / "lint" / "probe" / "report.py"
+    key = hashlib.sha256(blob + b"\0" + codec.read_bytes()).hexdigest()
+    memo = ROOT / "build" / "recorded-memo" / f"{case_id}.{key[:24]}.pickle"
+    try:
+        with memo.open("rb") as f:
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+        pass
+    record = json.loads(lzma.decompress(blob))
+    decoded = (record["inputs"], ProbeReport.from_json(record["report"]))
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    for old in memo.parent.glob(f"{case_id}.*.pickle"):
+        old.unlink(missing_ok=True)  # an older recording's or codec's
+    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(pickle.dumps(decoded, protocol=pickle.HIGHEST_PROTOCOL))
+    tmp.replace(memo)
+    return decoded
 
 
 def vllm_python_args(version: str) -> list[str]:

@@ -18,6 +18,7 @@ it is part of the probe cache key, of every cache entry and of the report itself
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import types
 import typing
 from collections.abc import Callable
@@ -452,7 +453,9 @@ def _layer_keyed(item: Any) -> tuple[Decode, Encode]:
 
 
 def _all_str_lists(value: dict[str, Any]) -> bool:
-    return all(type(v) is list and all(type(x) is str for x in v) for v in value.values())
+    # Types collected in C (map, chain, set): a generator per list cost ~5x as much on 100k lists.
+    values = value.values()
+    return set(map(type, values)) <= {list} and set(map(type, itertools.chain.from_iterable(values))) <= {str}
 
 
 def _dict(item: Any) -> tuple[Decode, Encode]:
