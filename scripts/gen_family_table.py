@@ -46,11 +46,14 @@ def recipes_by_family() -> dict[str, list[str]]:
     return out
 
 
-def cases_by_recipe() -> dict[str, list[dict[str, Any]]]:
+def cases_by_recipe(key: str = "recipe") -> dict[str, list[dict[str, Any]]]:
+    """Cases by the recipe they lint (KEY "recipe"), or by the separate draft they lint it
+    with ("draft_recipe")."""
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for path in sorted(CASES.glob("*.toml")):
         for case in tomllib.loads(path.read_text()).get("case", []):
-            out[case["recipe"]].append(case)
+            if key in case:
+                out[case[key]].append(case)
     return out
 
 
@@ -67,7 +70,7 @@ def _built_both(report: dict[str, Any]) -> bool:
     return bool(draft.get("model_class")) and not report.get("construction_errors") and not report.get("config_error")
 
 
-def _verdict(cases: list[dict[str, Any]]) -> str:
+def _verdict(cases: list[dict[str, Any]], *, target: bool = False) -> str:
     """What the recipe's cases assert fires, each with the arguments and vLLM it needs."""
     if not cases:
         return "no case"
@@ -77,6 +80,8 @@ def _verdict(cases: list[dict[str, Any]]) -> str:
         args = [*case["args"], *(["--reference", case["reference_recipe"]] if case.get("reference_recipe") else [])]
         if args:
             what += f" with `{' '.join(args)}`"
+        if target:  # a draft's case: which target it was linted against
+            what += f" against `{case['recipe']}`"
         if case.get("vllm"):
             what += f" on {case['vllm']}"
         if what not in out:
@@ -91,9 +96,11 @@ def row(family: dict[str, Any], recipes: dict[str, list[str]], cases: dict[str, 
     classes = ", ".join(f"`{c.strip()}`" for c in family["mtp_class"].split(","))
     mtp = f"{classes} (`{family['mtp_type']}`)"
     fixtures, versions, probed = [], set(), False
+    if family.get("draft_checkpoint"):  # an assistant family: its recipes are the drafts
+        cases = cases_by_recipe("draft_recipe")
     for recipe in recipes.get(d, []) if d else []:
         recipe_cases = cases.get(recipe, [])
-        fixtures.append(f"`{recipe}`: {_verdict(recipe_cases)}")
+        fixtures.append(f"`{recipe}`: {_verdict(recipe_cases, target=bool(family.get('draft_checkpoint')))}")
         for case in recipe_cases:
             report = recorded_report(case["id"])
             if report is None:

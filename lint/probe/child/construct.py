@@ -266,7 +266,7 @@ def _draft_quant_configs(built: Built, phase: list[str]) -> Iterator[None]:
 def draft_config_for(vllm_config: Any, spec_config: Any) -> Any:
     """The VllmConfig the speculative proposer builds its draft with (vLLM's own code
     where the probed version has it)."""
-    own = speculators.proposer_class(getattr(spec_config, "method", None))
+    own = speculators.proposer_class(getattr(spec_config, "method", None), spec_config)
     proposer_cls = own or find_proposer_class()
     if proposer_cls is not None and hasattr(proposer_cls, "_create_draft_vllm_config"):
         attrs = {"vllm_config": vllm_config, "speculative_config": spec_config}

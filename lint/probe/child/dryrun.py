@@ -149,6 +149,12 @@ class _Attribution:
             self._wrap(param, name, loader, had_own)
             with contextlib.suppress(Exception):
                 self._storages[param.untyped_storage()._cdata] = name
+        # Persistent buffers are loaded too (AutoWeightsLoader hands them to
+        # default_weight_loader: Gemma 4's per-layer `layer_scalar`); a copy into one reads
+        # the tensor, as a copy into a parameter does.
+        for name, buf in model.named_buffers(remove_duplicate=False):
+            with contextlib.suppress(Exception):
+                self._storages.setdefault(buf.untyped_storage()._cdata, name)
 
     @property
     def current(self) -> str | None:

@@ -6,6 +6,7 @@ of those that build it their own way.
   quant config; it shares neither embedding nor head, and refuses a draft whose vocabulary
   differs from the target's (`verify_equal_vocab_size_if_draft_model`).
 - `dflash`: `DFlashProposer` (v1/spec_decode/dflash.py): the base config, non-causal attention.
+- `mtp` with a Gemma 4 assistant: `Gemma4Proposer` (v1/spec_decode/gemma4.py).
 - `dspark`: implemented only by vLLM's V2 GPU model runner (0.33.0 config/vllm.py), whose
   `load_dspark_model` (v1/worker/gpu/spec_decode/dspark/utils.py) sets
   `get_draft_quant_config(vllm_config)` on the draft's VllmConfig after its post-init restored
@@ -27,9 +28,19 @@ _PROPOSERS = {
 }
 
 
-def proposer_class(method: str | None) -> Any:
-    """The proposer class vLLM uses for METHOD where it has one of its own; None: the base."""
+def proposer_class(method: str | None, spec_config: Any = None) -> Any:
+    """The proposer class vLLM uses for METHOD where it has one of its own; None: the base.
+    A Gemma 4 assistant (method mtp, draft type `gemma4_mtp`) gets `Gemma4Proposer`, as the
+    model runner picks it (`speculative_config.use_gemma4_mtp()`): its own embedding sharing
+    (the target's wider embedding whatever the draft's width) and no head sharing."""
     where = _PROPOSERS.get(method or "")
+    use_gemma4 = getattr(spec_config, "use_gemma4_mtp", None)
+    if method == "mtp" and callable(use_gemma4):
+        try:
+            if use_gemma4():
+                where = ("vllm.v1.spec_decode.gemma4", "Gemma4Proposer")
+        except Exception:
+            pass
     if where is None:
         return None
     try:

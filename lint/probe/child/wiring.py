@@ -20,7 +20,7 @@ from .frames import error_record
 def replay(draft: Any, target: Any, vllm_config: Any, spec_config: Any) -> Wiring:
     from . import speculators
 
-    own = speculators.proposer_class(getattr(spec_config, "method", None))
+    own = speculators.proposer_class(getattr(spec_config, "method", None), spec_config)
     proposer_cls = own or find_proposer_class()
     if proposer_cls is None:
         return Wiring(
