@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..core import mtp_layout
-from ..probe.report import ExclusionSection, Layer
+from ..probe.report import ExclusionSection, Layer, Model
 from ..view.exclusions import (
     ModuleNames,
     compared_names,
@@ -19,7 +19,7 @@ from . import check
 from .context import Cause, Context, Hit
 
 
-def _suggest(ctx: Context, prefixes: list[tuple[str, str]]) -> str:
+def _suggest(ctx: Context, prefixes: list[tuple[Model, str]]) -> str:
     names = sorted(compared_names(ctx, prefixes))
     if not names:
         return ""
@@ -114,8 +114,8 @@ def _aimed_hit(
     options: DeadEntryOptions,
     ex: ExclusionSection,
     key: str,
-    asked: tuple[tuple[str, str], ...],
-    members: list[tuple[str, list[str], list[tuple[str, str]], bool]],
+    asked: tuple[tuple[Model, str], ...],
+    members: list[tuple[str, list[str], list[tuple[Model, str]], bool]],
     consulted: dict[Layer, str | None],
 ) -> Hit:
     """One finding for the dead entries that name modules vLLM asked the list about, and
@@ -163,7 +163,7 @@ def _aimed_hit(
     )
 
 
-def _provides(mtp_intent: bool, prefixes: Iterable[tuple[str, str]]) -> list[Cause]:
+def _provides(mtp_intent: bool, prefixes: Iterable[tuple[Model, str]]) -> list[Cause]:
     """A dead entry meant for the MTP block explains a draft built quantized; one meant for
     a runtime prefix explains what that prefix was built with."""
     causes = [Cause("mtp-exclusion")] if mtp_intent else []

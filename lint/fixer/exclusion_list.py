@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..inventory.model import Inventory
-from ..probe.report import ProbeReport
+from ..probe.report import Model, ProbeReport
 from .plan import Change, get_key, set_key
 
 CONFIG = "config.json"
@@ -173,16 +173,16 @@ def exclusion_list(inventory: Inventory) -> ExclusionList | None:
 # --- runtime prefixes, from the probe report ------------------------------------------
 
 
-def feeders(ctx: Any) -> dict[tuple[str, str], set[str]]:
+def feeders(ctx: Any) -> dict[tuple[Model, str], set[str]]:
     """(model, construction prefix) -> the on-disk modules whose tensors were loaded (or
     failed to load) into it."""
-    out: dict[tuple[str, str], set[str]] = {}
+    out: dict[tuple[Model, str], set[str]] = {}
     for ondisk, model, prefix in ctx.ondisk_to_runtime:
         out.setdefault((model, prefix), set()).add(ondisk)
     return out
 
 
-def covered_now(report: ProbeReport) -> set[tuple[str, str]]:
+def covered_now(report: ProbeReport) -> set[tuple[Model, str]]:
     """(model, prefix) pairs some live entry of the usual exclusion list already excludes."""
     usual = report.usual_exclusions
     return {(h.model, h.prefix) for hits in (usual.entries if usual else {}).values() for h in hits}
@@ -194,13 +194,17 @@ def unquantized_on_disk(inventory: Inventory, modules: set[str]) -> bool:
 
 
 def runtime_entries(
-    ctx: Any, lst: ExclusionList, wanted: list[tuple[str, str]], feed: dict[tuple[str, str], set[str]], collapse: bool
+    ctx: Any,
+    lst: ExclusionList,
+    wanted: list[tuple[Model, str]],
+    feed: dict[tuple[Model, str], set[str]],
+    collapse: bool,
 ) -> tuple[list[str], list[str]]:
     """Entries excluding `wanted` (model, prefix) pairs: one anchored layer entry where a
     whole layer is meant and excluding all of it changes nothing else, exact names
     otherwise. Returns (entries, notes)."""
-    keep: list[tuple[str, str]] = []
-    quantized: list[tuple[str, str]] = []
+    keep: list[tuple[Model, str]] = []
+    quantized: list[tuple[Model, str]] = []
     for mp in wanted:
         src = feed.get(mp, set())
         # Excluding a module whose tensors are quantized on disk would build it unquantized
@@ -217,7 +221,7 @@ def runtime_entries(
     covered = covered_now(ctx.report)
     todo = [mp for mp in keep if mp not in covered]  # a live entry already excludes the rest
     entries: list[str] = []
-    done: set[tuple[str, str]] = set()
+    done: set[tuple[Model, str]] = set()
     if collapse:
         for root in sorted({m.group(1) for _, p in todo if (m := _LAYER_ROOT.match(p))}):
             entry = lst.layer(root)
@@ -239,7 +243,7 @@ def runtime_entries(
     return entries, notes
 
 
-def _whole_layer(ctx: Any, root: str, keep: set[tuple[str, str]], feed: dict[tuple[str, str], set[str]]) -> bool:
+def _whole_layer(ctx: Any, root: str, keep: set[tuple[Model, str]], feed: dict[tuple[Model, str], set[str]]) -> bool:
     """True when excluding everything under `root` excludes what is wanted and, beyond it,
     only modules that are unfed or already built unquantized from unquantized tensors."""
     from ..view.report_view import is_quantized_method

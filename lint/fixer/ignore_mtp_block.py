@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..core.findings import Finding
 from ..inventory.model import Inventory
-from ..probe.report import ProbeReport
+from ..probe.report import Model, ProbeReport
 from .plan import Change, PlanOptions
 
 ID = "ignore-unquantized-mtp-block"
@@ -21,13 +21,13 @@ def plan(
     from ..view.report_view import ReportView
     from .exclusion_list import exclusion_list, feeders, runtime_entries
 
-    wanted = []
+    wanted: list[tuple[Model, str]] = []
     for f in findings:
         ev = f.evidence or {}
         # Target modules fed unquantized tensors are not an MTP block: their dead or
         # missing entry is MTP001's (or the quantizer's) business.
         if ID in f.fixes.artifact and ev.get("model") == "draft" and ev.get("construction_prefix"):
-            mp = ("draft", ev["construction_prefix"])
+            mp: tuple[Model, str] = ("draft", str(ev["construction_prefix"]))
             if mp not in wanted:
                 wanted.append(mp)
     lst = exclusion_list(inventory)

@@ -38,7 +38,7 @@ class Layer(NamedTuple):
     """A module vLLM built, by model and construction prefix. The JSON form is
     "model:prefix" (a prefix never holds a colon); in memory it is never split again."""
 
-    model: str  # "target" | "draft"
+    model: Model
     prefix: str
 
     def __str__(self) -> str:
@@ -49,7 +49,11 @@ class Layer(NamedTuple):
         model, sep, prefix = text.partition(":")
         if not sep:
             raise ValueError(f"expected 'model:prefix', got {text!r:.80}")
-        return cls(model, prefix)
+        if model == "target":
+            return cls("target", prefix)
+        if model == "draft":
+            return cls("draft", prefix)
+        raise ValueError(f"model {model!r:.20} in {text!r:.80} is neither 'target' nor 'draft'")
 
 
 # --- records -----------------------------------------------------------------------------
@@ -99,7 +103,7 @@ class Decision:
     """One `quant_config.get_quant_method(layer, prefix)` answer during construction (or the
     method a layer was built with where none was asked)."""
 
-    model: str  # "target" | "draft" (Model)
+    model: Model
     prefix: str  # the prefix vLLM passed
     layer_class: str
     method: str | None  # class name of the quant method (None: the config returned None)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..probe.report import ExclusionSection, Layer
+from ..probe.report import ExclusionSection, Layer, Model
 from .report_view import ReportView
 
-Member = tuple[str, list[str], list[tuple[str, str]], bool]  # entry, on-disk modules meant, prefixes, mtp intent
-Asked = tuple[tuple[str, str], ...]
+Member = tuple[str, list[str], list[tuple[Model, str]], bool]  # entry, on-disk modules meant, prefixes, mtp intent
+Asked = tuple[tuple[Model, str], ...]
 
 
 class ModuleNames:
@@ -61,7 +61,7 @@ def ondisk_modules_meant(entry: str, modules: ModuleNames) -> list[str]:
     return modules.ending_with(entry)
 
 
-def _runtime_prefix_index(ctx: ReportView) -> dict[str, dict[tuple[str, str], None]]:
+def _runtime_prefix_index(ctx: ReportView) -> dict[str, dict[tuple[Model, str], None]]:
     """On-disk module -> construction prefixes its tensors were (or failed to be) loaded into."""
     index = ctx.memo("ondisk_to_runtime_index")
     if not index:
@@ -70,40 +70,40 @@ def _runtime_prefix_index(ctx: ReportView) -> dict[str, dict[tuple[str, str], No
     return index
 
 
-def _prefixes_of_paths_named(ctx: ReportView, entry: str) -> list[tuple[str, str]]:
+def _prefixes_of_paths_named(ctx: ReportView, entry: str) -> list[tuple[Model, str]]:
     """Construction prefixes of the modules whose path (not prefix) the entry names. A module
     nothing on disk feeds (the MTP head GLM-5 does not ship) gives the entry no on-disk name to
     go by; its path, `model.layers.78.shared_head.head`, is what an author writes, while vLLM
     compares `model.layers.78.head`."""
     memo = ctx.memo("paths_to_prefixes")
     if not memo:
-        by_path: dict[str, dict[tuple[str, str], None]] = {}
+        by_path: dict[str, dict[tuple[Model, str], None]] = {}
         for d in ctx.report.decisions:
             if d.module and d.module != d.prefix:
                 by_path.setdefault(d.module, {})[(d.model, d.prefix)] = None
         memo["names"], memo["by_path"] = ModuleNames(by_path), by_path
     names, by_path = memo["names"], memo["by_path"]
-    out: dict[tuple[str, str], None] = {}
+    out: dict[tuple[Model, str], None] = {}
     for path in ondisk_modules_meant(entry, names):
         out.update(by_path[path])
     return list(out)
 
 
-def runtime_prefixes_meant(ctx: ReportView, entry: str, meant: list[str]) -> list[tuple[str, str]]:
+def runtime_prefixes_meant(ctx: ReportView, entry: str, meant: list[str]) -> list[tuple[Model, str]]:
     """The construction prefixes a dead entry most likely meant: those its on-disk modules
     (`meant`) were loaded into, else those of the runtime module paths it names."""
     return runtime_prefixes_for(ctx, meant) or _prefixes_of_paths_named(ctx, entry)
 
 
-def runtime_prefixes_for(ctx: ReportView, ondisk: list[str]) -> list[tuple[str, str]]:
+def runtime_prefixes_for(ctx: ReportView, ondisk: list[str]) -> list[tuple[Model, str]]:
     index = _runtime_prefix_index(ctx)
-    out: dict[tuple[str, str], None] = {}
+    out: dict[tuple[Model, str], None] = {}
     for module in ondisk:
         out.update(index.get(module, {}))
     return list(out)
 
 
-def compared_names(ctx: ReportView, prefixes: Iterable[tuple[str, str]]) -> list[str]:
+def compared_names(ctx: ReportView, prefixes: Iterable[tuple[Model, str]]) -> list[str]:
     """The names vLLM's matcher compares an entry with to decide these layers (a
     compressed-tensors FusedMoE: `{prefix}.0.{gate,up,down}_proj`), the prefix itself
     where the probe recorded none."""
@@ -190,8 +190,8 @@ def aimed_groups(ctx: ReportView, key: str) -> dict[Asked, list[Member]]:
 
 
 def _asked_about(
-    consulted: dict[Layer, str | None], meant: list[str], prefixes: list[tuple[str, str]]
-) -> tuple[tuple[str, str], ...]:
+    consulted: dict[Layer, str | None], meant: list[str], prefixes: list[tuple[Model, str]]
+) -> tuple[tuple[Model, str], ...]:
     """The (model, prefix) pairs vLLM asked the list about that the entry's on-disk modules
     belong to: those lying inside the name vLLM compared the entries with (the routed experts
     `mtp.0.ffn.experts.17.w1` inside `mtp.0.ffn.experts`), or, where that name is unknown,

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import phases
-from ..report import ChildRequest, Decision, ErrorRecord
+from ..report import ChildRequest, Decision, ErrorRecord, Model
 from . import speculators
 
 
 @dataclass
 class QuantDecision:
-    model: str  # "target" | "draft"
+    model: Model
     prefix: str  # the prefix vLLM passed to quant_config.get_quant_method(layer, prefix)
     layer_class: str
     method: str | None  # class name of the returned quant method (None: quant_config returned None)
@@ -52,7 +52,7 @@ class Built:
     errors: dict[str, ErrorRecord] = field(default_factory=dict)  # model -> why it failed to build
     # Every (model, prefix) a module was constructed with, including layers built without
     # asking the quant config (routers, nn.Linear-like ReplicatedLinear(quant_config=None)).
-    prefixes: list[tuple[str, str]] = field(default_factory=list)
+    prefixes: list[tuple[Model, str]] = field(default_factory=list)
     # The quant configs vLLM made from a separate draft's own checkpoint while building it.
     draft_quant_configs: list[Any] = field(default_factory=list)
     # With pipeline parallelism, the target as each earlier rank builds it (pipeline_stages);
@@ -66,7 +66,7 @@ class Built:
         return [m for m in (*self.stages, self.target) if m is not None]
 
 
-def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase: list[str]) -> None:
+def _record_quant_decisions(quant_config: Any, sink: list[QuantDecision], phase: list[Model]) -> None:
     from .matchers import ComparedNames
 
     original = quant_config.get_quant_method
@@ -165,7 +165,7 @@ def build(request: ChildRequest) -> Built:
     phases.emit("creating the engine configuration (EngineArgs.create_engine_config)")
     vllm_config, spec_config = make_configs(request)
     built = Built(vllm_config=vllm_config, spec_config=spec_config)
-    phase = ["target"]
+    phase: list[Model] = ["target"]
     if vllm_config.quant_config is not None:
         _record_quant_decisions(vllm_config.quant_config, built.decisions, phase)
 
@@ -235,7 +235,7 @@ def _drop_replaced(built: Built) -> None:
 
 
 @contextlib.contextmanager
-def _draft_quant_configs(built: Built, phase: list[str]) -> Iterator[None]:
+def _draft_quant_configs(built: Built, phase: list[Model]) -> Iterator[None]:
     """Record the decisions of the quant configs a separate draft is built with: its layers
     ask `get_draft_quant_config()`, which makes a new config from the draft checkpoint on
     every call (vLLM 0.33.0 models/utils.py), not the target's `vllm_config.quant_config`."""
@@ -316,7 +316,7 @@ def _attach_module_paths(built: Built) -> None:
     """Pair each recorded construction prefix with the module's path in named_modules()
     (they differ for MTP blocks: `model.layers.43.ffn.experts` is built inside
     `model.layers.43.mtp_block`)."""
-    models = [("target", m) for m in built.target_stages()] + [("draft", built.draft)]
+    models: list[tuple[Model, Any]] = [("target", m) for m in built.target_stages()] + [("draft", built.draft)]
     for model_name, model in models:
         if model is None:
             continue

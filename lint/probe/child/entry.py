@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from ..report import ChildRequest, ModelInfo, ParamInfo, PatchRecord, ProbeReport, Quant, Request, VllmIdentity
+from ..report import ChildRequest, Model, ModelInfo, ParamInfo, PatchRecord, ProbeReport, Quant, Request, VllmIdentity
 
 
 def _params(model: Any) -> dict[str, ParamInfo]:
@@ -188,11 +188,11 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
         seen = {(m, p) for m, p, _ in layers}
         layers += [(m, p, None) for m, p in built.prefixes if (m, p) not in seen and (not separate or m == "draft")]
         original = getattr(qc, "_mtplint_original_get_quant_method", qc.get_quant_method)
-        models_of: dict[str, set[str]] = {}
+        models_of: dict[str, set[Model]] = {}
         for d in built.decisions:
             models_of.setdefault(d.prefix, set()).add(d.model)
 
-        def model_of(prefix: str, cfg: Any) -> str:
+        def model_of(prefix: str, cfg: Any) -> Model:
             models = models_of.get(prefix, set())
             if len(models) == 1:
                 return next(iter(models))
@@ -278,13 +278,14 @@ def _parameters_only(load: Any) -> Any:
     return LoadResult(loaded_params=filled, params_loaded_by_loader=load.params_loaded_by_loader)
 
 
-def _plain_linears(built: Any, draft_only: bool) -> list[tuple[str, str]]:
+def _plain_linears(built: Any, draft_only: bool) -> list[tuple[Model, str]]:
     """(model, module path) of every torch nn.Linear: built without asking the quant config
     (DeepSeek/GLM MTP `eh_proj`), so no exclusion entry decides it today."""
     import torch
 
-    out = []
-    for name, model in [("target", m) for m in built.target_stages()] + [("draft", built.draft)]:
+    out: list[tuple[Model, str]] = []
+    models: list[tuple[Model, Any]] = [("target", m) for m in built.target_stages()] + [("draft", built.draft)]
+    for name, model in models:
         if model is not None and not (draft_only and name == "target"):
             out += [(name, path) for path, m in model.named_modules() if type(m) is torch.nn.Linear]
     return out

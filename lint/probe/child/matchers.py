@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from ..report import ExclusionSection, Layer
+from ..report import ExclusionSection, Layer, Model
 
 # The attribute each quant config keeps its exclusion list in.
 EXCLUSION_ATTRS = ("ignore", "exclude_modules", "ignored_layers", "modules_to_not_convert", "dynamic")
@@ -201,11 +201,11 @@ def _gptq_dynamic_matcher(quant_config: Any, attr: str, fused: Any) -> Any:
 def match_entries(
     quant_config: Any,
     get_quant_method: Any,
-    layers: list[tuple[str, str, Any]],
+    layers: list[tuple[Model, str, Any]],
     consultations: list[dict[str, Any]] | None = None,
     model_of: Any = None,
-    compared: dict[tuple[str, str], list[str]] | None = None,
-    undecided: list[tuple[str, str]] | None = None,
+    compared: dict[tuple[Model, str], list[str]] | None = None,
+    undecided: list[tuple[Model, str]] | None = None,
 ) -> list[ExclusionSection]:
     """layers: (model, prefix, layer object). One section per exclusion list, each entry
     mapped to the layers (model, prefix) it excludes; the usual list first.
@@ -228,9 +228,9 @@ def match_entries(
 def _match_primary(
     quant_config: Any,
     get_quant_method: Any,
-    layers: list[tuple[str, str, Any]],
-    compared: dict[tuple[str, str], list[str]],
-    undecided: list[tuple[str, str]],
+    layers: list[tuple[Model, str, Any]],
+    compared: dict[tuple[Model, str], list[str]],
+    undecided: list[tuple[Model, str]],
 ) -> ExclusionSection:
     attr = exclusion_attr(quant_config)
     if attr is None:
@@ -257,7 +257,7 @@ def _match_primary(
 
 
 def _match_direct(
-    direct: Any, entries: list[Any], layers: list[tuple[str, str, list[str]]]
+    direct: Any, entries: list[Any], layers: list[tuple[Model, str, list[str]]]
 ) -> tuple[dict[str, list[Layer]], dict[str, str]]:
     """Each entry's layer matches by the format's own matcher, tried on every name
     vLLM compared for that layer (layers: model, prefix, names), and the entries it raised
@@ -286,7 +286,7 @@ def _match_by_outcome(
     attr: str,
     full: Any,
     entries: list[Any],
-    layers: list[tuple[str, str, Any]],
+    layers: list[tuple[Model, str, Any]],
 ) -> tuple[dict[str, list[Layer]], dict[str, str]]:
     """Each entry's layer matches where get_quant_method, asked with the list
     (`full`) narrowed to that entry, answers unquantized and with an empty list did not;
@@ -297,7 +297,7 @@ def _match_by_outcome(
     the layer is built unquantized). Also the entries it raised for, as the direct matcher
     reports them."""
     empty: Any = {} if isinstance(full, dict) else []
-    baseline: dict[tuple[str, str], bool | None] = {}
+    baseline: dict[tuple[Model, str], bool | None] = {}
     layers = [t for t in layers if t[2] is not None]  # re-asking needs the layer object
     with _narrowed(quant_config, attr, empty):
         for model, prefix, layer in layers:
@@ -468,9 +468,9 @@ def _consulted_section(calls: list[dict[str, Any]], model_of: Any) -> ExclusionS
     if not isinstance(full, (list, tuple)) or not full:
         return None
     entries = [e for e in full if isinstance(e, str)]
-    asked: dict[tuple[str, str], dict[str, Any]] = {}
+    asked: dict[tuple[Model, str], dict[str, Any]] = {}
     for r in calls:
-        model = model_of(r["prefix"], r["vllm_config"]) if model_of else "target"
+        model: Model = model_of(r["prefix"], r["vllm_config"]) if model_of else "target"
         asked.setdefault((model, r["prefix"]), r)
     hits: dict[str, list[Layer]] = {e: [] for e in entries}
     errors: dict[str, str] = {}
