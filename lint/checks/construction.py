@@ -53,6 +53,21 @@ def _no_mtp_family(ctx: Context, message: str) -> bool:
     return "Unsupported speculative method: 'mtp'" in message and not ctx.inputs.get("target")
 
 
+# How a vLLM message names a GPU-only package the probe environment may lack.
+_PACKAGE_NAMES = {"flashinfer": "FlashInfer"}
+
+
+def _absent_package_named(ctx: Context, message: str) -> str | None:
+    """The GPU-only package (absent from the probe's interpreter) a construction error names:
+    vLLM refused a kernel backend because the package is not installed here, which says
+    nothing about the checkpoint (a GPU box has vLLM's pinned build, whose kernels this
+    machine cannot inspect)."""
+    for package in ctx.report.absent_gpu_packages:
+        if _PACKAGE_NAMES.get(package, package) in message:
+            return package
+    return None
+
+
 @check(fields=("failed", "model", "error_type", "error", "frame", "module"))
 def construction_failed(ctx: Context, options: None) -> list[Hit]:
     hits = []
@@ -72,6 +87,14 @@ def construction_failed(ctx: Context, options: None) -> list[Hit]:
                 "vLLM's config validation rejects these inputs (no model was built; the architecture has no "
                 "MTP draft in this vLLM: lint a draft shipped as its own checkpoint with `--draft PATH`)"
             )
+        absent = _absent_package_named(ctx, err.message)
+        if absent is not None:
+            failed = (
+                f"vLLM cannot construct the {model} model in the probe's environment, which has no "
+                f"{_PACKAGE_NAMES.get(absent, absent)} ({absent}, a GPU-only package vLLM pins): on the GPU box "
+                "this depends on its installed build, not on the checkpoint, and the rules that need "
+                "the model could not run"
+            )
         hits.append(
             Hit(
                 key=model,
@@ -88,7 +111,9 @@ def construction_failed(ctx: Context, options: None) -> list[Hit]:
                     "model": model,
                     "frame": frame_json(err),
                     **({"layer_prefix": layer.group(1)} if layer else {}),
+                    **({"absent_package": absent} if absent else {}),
                 },
+                severity="warning" if absent else None,
             )
         )
     return hits

@@ -109,6 +109,7 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
         vllm=VllmIdentity(version=getattr(vllm, "__version__", None), commit=_commit()),
         request=request.modelled(),
         stubbed_modules=list(runtime_shim.NATIVE_MODULES + runtime_shim.LATE_STUBS),
+        absent_gpu_packages=_absent_gpu_packages(),
         timings=timings,
     )
     report.patches = [PatchRecord.from_apply(r["id"], r) for r in apply_patches(request.patches)]
@@ -276,6 +277,17 @@ def _parameters_only(load: Any) -> Any:
     # parameters from `loaded_params` once the tensors are gone (not every load_weights() returns them).
     filled = sorted(set(load.loaded_params) | set(load.params_loaded_by_loader))
     return LoadResult(loaded_params=filled, params_loaded_by_loader=load.params_loaded_by_loader)
+
+
+# GPU-only packages vLLM pins whose kernel checks can stop construction on some GPUs
+# (DeepGEMM is not one: vLLM vendors it, and its assertions are real start-up failures).
+_GPU_PACKAGES = ("flashinfer",)
+
+
+def _absent_gpu_packages() -> list[str]:
+    import importlib.util
+
+    return [name for name in _GPU_PACKAGES if importlib.util.find_spec(name) is None]
 
 
 def _plain_linears(built: Any, draft_only: bool) -> list[tuple[Model, str]]:
