@@ -53,7 +53,7 @@ def _no_mtp_family(ctx: Context, message: str) -> bool:
     return "Unsupported speculative method: 'mtp'" in message and not ctx.inputs.get("target")
 
 
-# How a vLLM message names a GPU-only package the probe environment may lack.
+# How vLLM's messages name a GPU-only package the probe environment may lack.
 _PACKAGE_NAMES = {"flashinfer": "FlashInfer"}
 
 

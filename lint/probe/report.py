@@ -305,8 +305,8 @@ class ProbeReport:
     request: Request
     stubbed_modules: list[str] = field(default_factory=list)
     # GPU-only packages the probed vLLM requires that the probe's interpreter lacks (a
-    # provisioned environment never installs them): vLLM's checks for their kernels fail here
-    # whatever the checkpoint, so a construction error naming one is the environment's.
+    # provisioned environment never installs them) and that one of the report's errors names:
+    # vLLM's checks for their kernels fail here whatever the checkpoint.
     absent_gpu_packages: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
     patches: list[PatchRecord] = field(default_factory=list)
     # Set where vLLM's config classes refused the inputs: nothing below it was built.

@@ -95,7 +95,9 @@ def probe(request: ChildRequest, *, prepared: bool = False) -> ProbeReport:
     from .gc_pause import gc_paused
 
     with gc_paused():  # cold or forked alike: from here on the same code on the same state
-        return _probe(request, timings, t0)
+        report = _probe(request, timings, t0)
+    report.absent_gpu_packages = _absent_gpu_packages_named(report)
+    return report
 
 
 def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> ProbeReport:
@@ -109,7 +111,6 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
         vllm=VllmIdentity(version=getattr(vllm, "__version__", None), commit=_commit()),
         request=request.modelled(),
         stubbed_modules=list(runtime_shim.NATIVE_MODULES + runtime_shim.LATE_STUBS),
-        absent_gpu_packages=_absent_gpu_packages(),
         timings=timings,
     )
     report.patches = [PatchRecord.from_apply(r["id"], r) for r in apply_patches(request.patches)]
@@ -279,15 +280,23 @@ def _parameters_only(load: Any) -> Any:
     return LoadResult(loaded_params=filled, params_loaded_by_loader=load.params_loaded_by_loader)
 
 
-# GPU-only packages vLLM pins whose kernel checks can stop construction on some GPUs
-# (DeepGEMM is not one: vLLM vendors it, and its assertions are real start-up failures).
-_GPU_PACKAGES = ("flashinfer",)
+# GPU-only packages vLLM pins whose kernel checks can stop construction on some GPUs, with
+# the name vLLM's messages give them (DeepGEMM is not one: vLLM vendors it, and its
+# assertions are real start-up failures).
+_GPU_PACKAGES = {"flashinfer": "FlashInfer"}
 
 
-def _absent_gpu_packages() -> list[str]:
+def _absent_gpu_packages_named(report: ProbeReport) -> list[str]:
+    """The GPU-only packages this interpreter lacks that an error of the report names: only
+    where it matters, so every other report stays as it was."""
     import importlib.util
 
-    return [name for name in _GPU_PACKAGES if importlib.util.find_spec(name) is None]
+    errors = [*report.construction_errors.values(), *([report.config_error] if report.config_error else [])]
+    return [
+        package
+        for package, shown in _GPU_PACKAGES.items()
+        if any(shown in e.message for e in errors) and importlib.util.find_spec(package) is None
+    ]
 
 
 def _plain_linears(built: Any, draft_only: bool) -> list[tuple[Model, str]]:
