@@ -68,6 +68,9 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
                 "draft_tensors_loaded": len(ctx.fed("draft")),
             },
             provides=[Cause("mtp-missing")],
+            # The loader's own completeness check is what this finding quotes: the same error,
+            # recorded as the draft's tensor-less load error, is no second root cause (MTP008).
+            claims=[("load-error", "draft", e.tensor) for e in _same_error(ctx, err)],
             # The depth field does not size a DSpark drafter (vLLM 0.33.0 builds
             # `n_mtp_layers` or 3 stages): set-mtp-depth would change nothing it reads.
             artifact_fixes=None if method == "mtp" else [],
@@ -79,6 +82,15 @@ _DSPARK_REMEDY = (
     "the checkpoint lacks DSpark stages the drafter is built with: use an export that keeps the `mtp.*` "
     "stages (or restore them from the original), or serve without --speculative-config"
 )
+
+
+def _same_error(ctx: Context, err: ErrorRecord | None) -> list[LoadError]:
+    """The draft's tensor-less load errors that are the completeness error `err` itself."""
+    if err is None:
+        return []
+    return [
+        e for _m, e in ctx.load_errors("draft") if e.tensor is None and (e.type, e.message) == (err.type, err.message)
+    ]
 
 
 def _default_loader_check(err: ErrorRecord) -> bool:

@@ -24,7 +24,29 @@ def _unreached(ctx: Context) -> list[str]:
     # are gone from the draft: only what the draft still holds matters at runtime.
     after = ctx.report.wiring.draft_params_after if ctx.report.wiring else None
     names = after if after is not None else list(ctx.params("draft"))
-    return [p for p in names if p in ctx.params("draft") and not ctx.flow.initialized("draft", p)]
+    params = ctx.params("draft")
+    unreached = [p for p in names if p in params and not ctx.flow.initialized("draft", p)]
+    if all(params[p].module_class is not None for p in unreached):
+        return unreached
+    owned: dict[str, list[ParamInfo]] = {}
+    for name, info in params.items():
+        if info.module_class is not None:
+            owned.setdefault(_tail(name), []).append(info)
+    return [p for p in unreached if not _alias(p, params[p], owned)]
+
+
+def _tail(name: str) -> str:
+    return ".".join(name.rsplit(".", 2)[-2:])
+
+
+def _alias(name: str, info: ParamInfo, owned: dict[str, list[ParamInfo]]) -> bool:
+    """A second path to a parameter listed under its own module: a module registered twice
+    (`self_attn.mla_attn.kv_b_proj` is `self_attn.kv_b_proj`), which the probe lists (all
+    names) but named_modules() never visits, so no module class is recorded for it. vLLM's
+    start-up check walks named_parameters(), which yields each parameter once: an alias is
+    never a parameter of its own, and reporting it again doubled MTP005 (Bailing V3, GLM-5.3).
+    `owned`: the parameters with a module class, by their last two name components."""
+    return info.module_class is None and any(o.shape == info.shape for o in owned.get(_tail(name), ()))
 
 
 @check(fields=("param", "role", "vllm_version"))
