@@ -42,6 +42,12 @@ class DeadEntryOptions:
 
 
 DEAD = "matches no module vLLM builds for the target or the MTP draft"
+# A separate draft's own list (`--draft`): vLLM matches it against the draft's layers only.
+DEAD_IN_DRAFT = "matches no module vLLM builds for this draft"
+
+
+def _dead_verdict(ctx: Context) -> str:
+    return DEAD_IN_DRAFT if ctx.inputs.get("target") else DEAD
 
 
 @check(fields=("key", "entry", "verdict", "suggestion"), options=DeadEntryOptions)
@@ -87,7 +93,7 @@ def _dead_in_section(
             fields={
                 "entry": written.get(entry, entry),
                 "key": key,
-                "verdict": DEAD,
+                "verdict": _dead_verdict(ctx),
                 "suggestion": f"runtime names it most likely meant: {_suggest(ctx, prefixes) or 'none found'}",
             },
             location=ctx.config_location(key),
@@ -133,7 +139,7 @@ def _aimed_hit(
         fields={
             "entry": shown,
             "key": key,
-            "verdict": DEAD,
+            "verdict": _dead_verdict(ctx),
             "suggestion": "runtime names it most likely meant: "
             f"{', '.join(compared[:4])}{' ...' if len(compared) > 4 else ''}: the only "
             f"name{'s' if len(compared) > 1 else ''} {via} compares these entries with, "
