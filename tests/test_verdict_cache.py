@@ -187,3 +187,53 @@ def test_no_vllm_is_never_remembered(tmp_path, monkeypatch):
     exe.chmod(0o755)
     assert vllm_identity(str(exe))["version"] is None
     assert identity_memo.load(str(exe)) is None
+
+
+# -- what a remembered verdict is keyed by -------------------------------------------------
+
+
+def _tiny_checkpoint(root: Path) -> Path:
+    """config.json and one shard holding one tensor (header only; the data a hole)."""
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps({"architectures": ["MiMoForCausalLM"], "model_type": "mimo"}))
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with (root / "model.safetensors").open("wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+        f.truncate(8 + len(header) + 8)
+    return root
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["config bytes", "remote code", "fix leftover", "draft's fix leftover", "draft's remote code", "settings"],
+)
+def test_anything_the_verdict_depends_on_renames_its_entry(tmp_path, change):
+    from mtplint.config.settings import load_settings
+
+    target = _tiny_checkpoint(tmp_path / "target")
+    draft = _tiny_checkpoint(tmp_path / "draft")
+    settings = load_settings(target, {"draft": str(draft)})
+    before = verdict_cache.pre_inputs(target, settings, [])
+    assert before is not None and verdict_cache.pre_inputs(target, settings, []) == before
+    if change == "config bytes":
+        (target / "config.json").write_text((target / "config.json").read_text() + " ")
+    elif change == "remote code":
+        (target / "configuration_mimo.py").write_text("X = 1\n")
+    elif change == "fix leftover":
+        (target / ".mtplint-fix.lock").write_text("")
+    elif change == "draft's fix leftover":
+        (draft / ".mtplint-fix.lock").write_text("")
+    elif change == "draft's remote code":
+        (draft / "modeling_mimo.py").write_text("X = 1\n")
+    else:
+        settings = settings.replace(num_speculative_tokens=2)
+    assert verdict_cache.pre_inputs(target, settings, []) != before
+
+
+def test_a_reference_lint_is_never_remembered(tmp_path):
+    from mtplint.config.settings import load_settings
+
+    target = _tiny_checkpoint(tmp_path / "target")
+    assert verdict_cache.pre_inputs(target, load_settings(target, {"reference": str(target)}), []) is None
+    assert verdict_cache.pre_inputs(target, load_settings(target, {"no_cache": True}), []) is None

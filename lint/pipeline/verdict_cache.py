@@ -3,9 +3,9 @@ checkpoint skips the inventory memo, the probe report and the checks.
 
 A lint is remembered under the hash of what can be known before vLLM's identity is read: the
 checkpoint's memo signature (every JSON file's bytes and every shard's header, inventory.memo),
-the leftovers of an interrupted fix, the settings, the patches asked for and mtplint's own
-code and rule files. The entry also keeps what only the lint knows later: vLLM's identity and
-the probe request. A read compares all of it with the lint at hand; any difference is a miss
+its Python files (remote code), the leftovers of an interrupted fix, the settings, the patches
+asked for and mtplint's own code and rule files. The entry also keeps what only the lint knows
+later: vLLM's identity and the probe request. A read compares all of it with the lint at hand; any difference is a miss
 and the lint runs in full. Entries are sealed like every cache entry (core.cache_dirs), so a
 verdict can only come from this user's own mtplint having linted exactly these inputs.
 
@@ -57,7 +57,7 @@ def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | 
     target = memo.signature(path.absolute())
     if target is None:
         return None
-    draft = None
+    draft = draft_leftovers = None
     if s.draft:
         draft_path = Path(s.draft)
         if not draft_path.is_dir():
@@ -65,6 +65,7 @@ def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | 
         draft = memo.signature(draft_path.absolute())
         if draft is None:
             return None
+        draft_leftovers = LocalShards(draft_path).fix_leftovers()  # with --draft, the draft is linted
     return _plain(
         {
             "format": _FORMAT,
@@ -73,11 +74,26 @@ def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | 
             "path": str(path),
             "target": target,
             "draft": draft,
+            "remote_code": _code_stamps(path) + (_code_stamps(Path(s.draft)) if s.draft else []),
             "fix_leftovers": LocalShards(path).fix_leftovers(),
+            "draft_fix_leftovers": draft_leftovers,
             "settings": dataclasses.asdict(s),
             "patches": list(patches),
         }
     )
+
+
+def _code_stamps(root: Path) -> list[list[object]]:
+    """The checkpoint's own Python files (configuration code --trust-remote-code runs), by
+    name, size and mtime: no memo signature covers them."""
+    out: list[list[object]] = []
+    for p in sorted(root.glob("*.py")):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        out.append([p.name, st.st_size, st.st_mtime_ns])
+    return out
 
 
 def full_inputs(pre: dict[str, Any], identity: dict[str, Any], request_key: dict[str, Any]) -> dict[str, Any]:
