@@ -39,12 +39,78 @@ def evaluate(vllm_config: Any, num_speculative_tokens: int) -> Kernels:
         except Exception as exc:
             out.checks.append(KernelCheck(predicate=label, next_n=next_n, error=str(exc)))
     if native_decode is None:
-        # No predicate: this vLLM predates the flattened fallback; the kernel limit is
-        # not knowable from the code we probed.
-        out.status = "unknown"
+        # No predicate function: releases before 0.29 decide inside the indexer metadata
+        # builder's __init__ (`self.use_flattening = ...`); ask that expression. Without
+        # either, the kernel limit is not knowable from the code probed.
+        flattening = _builder_flattening(vllm_config, num_speculative_tokens)
+        if flattening is None:
+            out.status = "unknown"
+        else:
+            out.checks.append(flattening)
+            out.status = "native" if flattening.result else "fallback"
     elif out.checks and out.checks[0].result:
         out.status = "native"
     else:
         # 0.33.0 flattens unsupported next_n to one row per query: it runs, slower.
         out.status = "fallback"
     return out
+
+
+_INDEXER = "vllm.v1.attention.backends.mla.indexer"
+
+
+def _builder_flattening(vllm_config: Any, num_speculative_tokens: int) -> KernelCheck | None:
+    """vLLM's own `self.use_flattening = ...` of the indexer metadata builder (0.19-0.28),
+    evaluated for this platform and next_n without building the builder (it wants a device
+    and KV cache specs): the expression read from the class's source, its names from the
+    module (the platform shim's `current_platform`), `self` the class's attributes plus the
+    config's. The check's result is True where decode is native (no flattening). None where
+    this vLLM has no such expression or it cannot be evaluated here."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        module = importlib.import_module(_INDEXER)
+    except Exception:
+        return None
+    for cls in vars(module).values():
+        init = getattr(cls, "__init__", None) if isinstance(cls, type) and cls.__module__ == _INDEXER else None
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(init))) if init is not None else None
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree) if tree is not None else ():
+            if not (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Attribute)
+                and node.targets[0].attr == "use_flattening"
+            ):
+                continue
+            self_ = _BuilderView(cls, vllm_config, num_speculative_tokens)
+            label = f"{_INDEXER}.{cls.__name__}.__init__: self.use_flattening = {ast.unparse(node.value)}"
+            next_n = num_speculative_tokens + 1
+            try:
+                code = compile(ast.Expression(node.value), "<use_flattening>", "eval")
+                flattening = bool(eval(code, dict(vars(module)), {"self": self_, "next_n": next_n}))
+            except Exception as exc:
+                return KernelCheck(predicate=label, next_n=next_n, error=str(exc)[:300])
+            return KernelCheck(predicate=label, next_n=next_n, result=not flattening)
+    return None
+
+
+class _BuilderView:
+    """What the builder's `self` holds when __init__ reaches `use_flattening`: its class
+    attributes (`natively_supported_next_n`), the config, and the attributes __init__ set
+    before from the config (`use_fp4_indexer_cache`, `num_speculative_tokens`)."""
+
+    def __init__(self, cls: type, vllm_config: Any, num_speculative_tokens: int) -> None:
+        self._cls = cls
+        self.vllm_config = vllm_config
+        self.num_speculative_tokens = num_speculative_tokens
+        attention = getattr(vllm_config, "attention_config", None)
+        self.use_fp4_indexer_cache = bool(getattr(attention, "use_fp4_indexer_cache", False))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cls, name)
