@@ -43,10 +43,18 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
         said = f"{err.type}: {err.message.rstrip('.')}"
     else:
         draft = ctx.report.models.get("draft")
-        said = (
-            f"nothing raised ({draft.architecture if draft else 'this MTP loader'} has no completeness check): "
-            "the missing layers draft from uninitialized weights"
-        )
+        loader = draft.architecture if draft else "this MTP loader"
+        quant = ctx.report.quant
+        if quant is not None and (quant.draft_method or quant.method):
+            # vLLM runs DefaultModelLoader.track_weights_loading only where the model config
+            # names no quantization: the probe replays it the same way.
+            why = (
+                f"{loader} has no completeness check of its own, and vLLM's check for unloaded "
+                f"weights is off for a {quant.draft_method or quant.method} model"
+            )
+        else:
+            why = f"{loader} has no completeness check"
+        said = f"nothing raised ({why}): the missing layers draft from uninitialized weights"
     return [
         Hit(
             key="mtp-depth",
