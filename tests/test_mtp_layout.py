@@ -45,6 +45,12 @@ FAMILY_NAMES = {
         ["model.mtp_block.0.self_attn.q_proj.weight", "model.mtp_emb_norm.0.weight", "model.mtp_linear_proj.0.weight"],
         ["model.layers.53.mlp.gate.weight", "model.norm.weight"],
     ),
+    # Inkling (native names): the depth in mtp_config, the layers under model.mtp.layers.{i}
+    "inkling": (
+        {"model_type": "inkling_model", "num_hidden_layers": 66, "mtp_config": {"num_nextn_predict_layers": 1}},
+        ["model.mtp.layers.0.input_proj.weight", "model.mtp.layers.0.transformer_block.attn.wq_du.weight"],
+        ["model.llm.layers.65.attn.wq_du.weight", "model.llm.norm.weight"],
+    ),
     # Nemotron-H: one MTP step = len(mtp_hybrid_override_pattern) physical mtp.layers.{j}
     "nemotron_h": (
         {"num_hidden_layers": 88, "num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*E"},
@@ -116,6 +122,16 @@ def test_vllm_depth_is_the_declared_depth_or_the_loaders_default():
     assert L.vllm_depth({"model_type": "glm4_moe"}) == ("num_nextn_predict_layers", 0)
     cfg = {"model_type": "qwen3_5", "text_config": {"num_hidden_layers": 64, "mtp_num_hidden_layers": 2}}
     assert L.vllm_depth(cfg) == ("text_config.mtp_num_hidden_layers", 2)
+
+
+def test_inkling_depth_is_read_from_mtp_config_only():
+    """vLLM 0.33.0 (config/speculative.py:1087) reads Inkling's depth from
+    mtp_config.num_nextn_predict_layers and overwrites the draft's top-level key with it."""
+    cfg = {"model_type": "inkling_model", "mtp_config": {"num_nextn_predict_layers": 2}}
+    assert L.vllm_depth(cfg) == ("mtp_config.num_nextn_predict_layers", 2)
+    ignored = {"model_type": "inkling_model", "num_nextn_predict_layers": 3}
+    assert L.depth_field(ignored) == ("mtp_config.num_nextn_predict_layers", None)
+    assert L.vllm_depth({"model_type": "inkling_mm_model", "mtp_config": {}}) == ("mtp_config.num_nextn_predict_layers", 0)
 
 
 def test_nemotron_h_counts_steps_not_physical_layers():

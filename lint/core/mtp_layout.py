@@ -34,6 +34,10 @@ DEFAULT_DEPTH_KEY = "num_nextn_predict_layers"
 # Families whose vLLM MTP loader reads one key only, with a default when the config lacks it
 # (model_type -> (key, depth vLLM builds without the key)): vLLM 0.33.0 qwen3_next_mtp.py:63.
 FAMILY_DEPTH = {"qwen3_next": ("num_nextn_predict_layers", 1)}
+# Families whose depth lives in a section of its own (model_type -> section): vLLM 0.33.0
+# config/speculative.py:1087 reads Inkling's `mtp_config.num_nextn_predict_layers` (and
+# overwrites the draft's top-level key with it), so a top-level key there is not the depth.
+DEPTH_SECTION = {"inkling_model": "mtp_config", "inkling_mm_model": "mtp_config"}
 
 _WRAPPER = r"(?:model\.)?(?:language_model\.)?"
 # MTP layer i named by its own index: mtp.{i}. | mtp.layers.{i}. | mtp_layers.{i}. | ERNIE's
@@ -64,7 +68,12 @@ def depth_field(config: Mapping[str, Any]) -> tuple[str, Any]:
     keys: tuple[str, ...] = DEPTH_KEYS
     if (family := FAMILY_DEPTH.get(str(config.get("model_type")))) is not None:
         keys = (family[0],)
-    for holder, prefix in ((config, ""), (config.get("text_config"), "text_config.")):
+    holders: tuple[tuple[Any, str], ...] = ((config, ""), (config.get("text_config"), "text_config."))
+    if (section := DEPTH_SECTION.get(str(config.get("model_type")))) is not None:
+        holders, keys = ((config.get(section), f"{section}."),), (DEFAULT_DEPTH_KEY,)
+        if not isinstance(holders[0][0], Mapping) or DEFAULT_DEPTH_KEY not in holders[0][0]:
+            return f"{section}.{DEFAULT_DEPTH_KEY}", None
+    for holder, prefix in holders:
         if not isinstance(holder, Mapping):
             continue
         for key in keys:
