@@ -131,7 +131,10 @@ def test_inkling_depth_is_read_from_mtp_config_only():
     assert L.vllm_depth(cfg) == ("mtp_config.num_nextn_predict_layers", 2)
     ignored = {"model_type": "inkling_model", "num_nextn_predict_layers": 3}
     assert L.depth_field(ignored) == ("mtp_config.num_nextn_predict_layers", None)
-    assert L.vllm_depth({"model_type": "inkling_mm_model", "mtp_config": {}}) == ("mtp_config.num_nextn_predict_layers", 0)
+    assert L.vllm_depth({"model_type": "inkling_mm_model", "mtp_config": {}}) == (
+        "mtp_config.num_nextn_predict_layers",
+        0,
+    )
 
 
 def test_nemotron_h_counts_steps_not_physical_layers():
