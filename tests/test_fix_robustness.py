@@ -318,6 +318,22 @@ def test_lock_waits_for_the_holder_and_is_removed_after(tmp_path):
     assert not (d / LOCK_NAME).exists()
 
 
+def test_a_fixs_own_lock_and_temp_files_are_not_leftovers_to_its_own_lints(tmp_path):
+    """The fix's lints run under its lock, after it removed every leftover: the lock and temp
+    files there are its work in progress (MTP022 reported them on the fix's own re-lint). The
+    same files without a holder are an interrupted fix's."""
+    from mtplint.inventory.shard_source import LocalShards
+
+    d = small_checkpoint(tmp_path / "ckpt")
+    temp = d / ".config.json.0123abcd.rollback.mtplint-tmp"
+    with fix_lock(d, print):
+        temp.write_text("")
+        assert LocalShards(d).fix_leftovers() == []
+    assert LocalShards(d).fix_leftovers() == [temp.name]  # left behind: now a leftover
+    (d / LOCK_NAME).write_text("4242\n")
+    assert LocalShards(d).fix_leftovers() == sorted([temp.name, LOCK_NAME])
+
+
 def test_lock_file_planted_as_a_symlink_is_not_written_through(tmp_path):
     d = small_checkpoint(tmp_path / "ckpt")
     victim = tmp_path / "victim.txt"

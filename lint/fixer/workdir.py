@@ -18,6 +18,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..core.errors import BadInput
+from ..inventory import fix_files
 from ..inventory.fix_files import LOCK_NAME, TEMP_SUFFIX
 
 __all__ = ["LOCK_NAME", "TEMP_SUFFIX", "fix_lock", "reason", "remove_leftovers", "targets"]
@@ -69,8 +70,10 @@ def fix_lock(root: Path, waiting: Callable[[str], None]) -> Iterator[None]:
         with suppress(OSError):  # the pid only informs a waiter; a full disk is reported where it matters
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())
+        fix_files.hold(root)
         yield
     finally:
+        fix_files.release(root)
         with suppress(OSError):
             os.unlink(path)  # still locked: nobody can take it between the unlink and the close
         os.close(fd)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..core.errors import BadInput
-from .fix_files import is_fix_leftover
+from .fix_files import held_here, is_fix_leftover
 from .lfs import raise_for_pointers
 from .model import TensorInfo
 from .safetensors_header import read_header
@@ -46,6 +46,8 @@ class LocalShards:
         return self._names_where(_is_other_index)
 
     def fix_leftovers(self) -> list[str]:
+        if held_here(self.root):
+            return []  # this process's own fix at work: its files go when it ends
         return self._names_where(is_fix_leftover)
 
     def _names_where(self, wanted: Callable[[str], bool]) -> list[str]:
