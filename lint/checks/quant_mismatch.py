@@ -137,14 +137,24 @@ def quantized_layer_fed_unquantized(ctx: Context, options: None) -> list[Hit]:
     return hits
 
 
+# Parameters a fused-MoE quant method creates: they may live on a module inside the FusedMoE
+# vLLM asked the quant config about (`mlp.experts.routed_experts.w13_weight` under
+# `mlp.experts`), and are still that layer's quantized slots.
+_MOE_SLOTS = ("w13_", "w2_")
+
+
 def _quantized_decision_of(ctx: Context, model: str, param: str) -> Any:
-    """The quantized decision of the module that registers `param` itself; None for a param of
-    an unquantized module or of a sub-part (router, norm) of a quantized block."""
-    module = param.rsplit(".", 1)[0]
+    """The quantized decision of the module that registers `param` itself, or of the fused MoE
+    whose expert weights it holds; None for a param of an unquantized module or of any other
+    sub-part (router, norm) of a quantized block."""
+    module, _, leaf = param.rpartition(".")
     decision = ctx.decision_for_module_path(model, module)
-    if decision is None or not is_quantized_method(decision.method) or decision.module_path != module:
+    if decision is None or not is_quantized_method(decision.method):
         return None
-    return decision
+    if decision.module_path == module:
+        return decision
+    inside = module.startswith(f"{decision.module_path}.")
+    return decision if inside and leaf.startswith(_MOE_SLOTS) else None
 
 
 def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]:
@@ -167,7 +177,13 @@ def _silent_quantized_fed_unquantized(ctx: Context, seen: set[str]) -> list[Hit]
                 if key in seen or key in hits:
                     continue
                 param_dtype = _param_info(ctx, model, p)[0]
-                unloaded = sorted(q for q in ctx.params_under(model, module) if not ctx.param_initialized(model, q))
+                # The layer's own slots: not those of other layers registered inside it (a
+                # FusedMoE's `_shared_experts._layer` is the block's shared experts).
+                unloaded = sorted(
+                    q
+                    for q in ctx.params_under(model, module)
+                    if not ctx.param_initialized(model, q) and _quantized_decision_of(ctx, model, q) is decision
+                )
                 if not unloaded:
                     continue  # every quantized slot got a tensor: not this failure
                 hits[key] = Hit(
