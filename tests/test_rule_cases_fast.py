@@ -50,7 +50,7 @@ def lint_recorded(case: dict) -> tuple[int, dict]:
 
 @cache
 def _lint_recorded(case_id: str, case_json: str) -> tuple[int, dict]:
-    from mtplint.probe.child.gc_pause import gc_paused
+    from mtplint.core.gc_pause import gc_paused
 
     with gc_paused():  # as session.lint runs it: collections re-walking the rows were 40% of the time
         return _lint_paused(json.loads(case_json))

@@ -83,9 +83,19 @@ def _listed_fixes(rule: Rule, hit: Hit) -> Fixes:
 
 
 def artifact_fixes(rule: Rule, hit: Hit) -> list[str]:
-    """The rule's artifact fixes, narrowed to those the hit says apply to it."""
+    """The rule's artifact fixes, narrowed to those the hit says apply to it. A hit naming a fix
+    its rule file does not declare is an mtplint bug, not a fix to drop silently."""
     listed = rule.fixes.get("artifact", [])
-    return listed if hit.artifact_fixes is None else [f for f in listed if f in hit.artifact_fixes]
+    if hit.artifact_fixes is None:
+        return listed
+    undeclared = sorted(set(hit.artifact_fixes) - set(listed))
+    if undeclared:
+        raise MtplintError(
+            f"check {rule.check} names artifact fix(es) {', '.join(undeclared)} that {rule.code}'s "
+            "[fixes] artifact does not declare",
+            path=rule.source_file,
+        )
+    return [f for f in listed if f in hit.artifact_fixes]
 
 
 def _check_relations(rule: Rule, hit: Hit) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config.schema import Settings
 from ..core.errors import BadInput
@@ -16,6 +16,9 @@ from ..probe.report import ProbeReport
 from .draft import load_draft, speculative_request
 from .reference import load_reference, reference_inputs
 from .serve_command import serve_command
+
+if TYPE_CHECKING:
+    from ..envs.resolve import Target
 
 
 @dataclass
@@ -80,8 +83,8 @@ def lint(
     inventory: use this one instead of reading PATH (mtplint fix: a hub fix's files over its snapshot).
     An unchanged checkpoint linted again with the same settings and vLLM gets its remembered
     findings (verdict_cache) without reading its inventory or probe report."""
+    from ..core.gc_pause import gc_paused
     from ..core.progress import settle
-    from ..probe.child.gc_pause import gc_paused
 
     # The cyclic collector paused: a lint reads and indexes hundreds of thousands of small,
     # acyclic objects (memo rows, the report's attribution), and each collection re-walked all
@@ -103,7 +106,6 @@ def _lint(
     inventory: Inventory | None,
     recall: bool,
 ) -> Linted:
-    from ..envs.resolve import interpreter_path, probe_target
     from ..patches.catalog import PATCHES
     from ..probe import cache
     from ..probe.memory_cap import resolve_limit
@@ -129,7 +131,7 @@ def _lint(
         check_config(draft[0])  # the draft's bad values name its own config.json
     # Header-only and never probed: vLLM does not see it, so the probe cache key need not either.
     reference = load_reference(s, _header_progress(Path(s.reference or ""), progress))
-    target = probe_target(s, interpreter_path(s.vllm_python))  # provisions --vllm-commit X on first use
+    target = _probe_target(s)  # provisions --vllm-commit X on first use
     python = target.python
     identity = vllm_identity(python)
     check_vllm_commit(target.wanted, identity)
@@ -302,9 +304,15 @@ def provision(s: Settings) -> None:
     """Provision (or find) the probe environment a lint with these settings probes. A matrix
     calls it for each vLLM before its cells run side by side: two lints must never install
     one environment at the same time."""
+    _probe_target(s)
+
+
+def _probe_target(s: Settings) -> Target:
     from ..envs.resolve import interpreter_path, probe_target
 
-    probe_target(s, interpreter_path(s.vllm_python))
+    return probe_target(
+        interpreter_path(s.vllm_python), vllm_commit=s.vllm_commit, vllm_source=s.vllm_source, quiet=bool(s.quiet)
+    )
 
 
 def _header_progress(path: Path, progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:

@@ -257,6 +257,17 @@ class Request:
     # by the probed vLLM's own parser; the fields above are its defaults (shorthands).
     serve_argv: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
+    def platform(self) -> dict[str, Any]:
+        """The part of a request that is fixed at import time: the GPU the platform shim stands in
+        (vLLM modules bind `current_platform` when they are imported). A probe worker serves
+        only requests with the platform it was started with."""
+        return {
+            "sm": list(self.sm),
+            "gpu_name": self.gpu_name,
+            "gpu_memory": self.gpu_memory,
+            "gpus": max(8, self.tensor_parallel_size * self.pipeline_parallel_size),
+        }
+
 
 @dataclass
 class ChildRequest(Request):
