@@ -60,6 +60,7 @@ def _lint_paused(case: dict) -> tuple[int, dict]:
     from mtplint.cli.check import check_cmd
     from mtplint.config.settings import load_settings
     from mtplint.core.findings import SEVERITY_RANK
+    from mtplint.core.run_inputs import RunInputs
     from mtplint.pipeline.draft import load_draft
     from mtplint.pipeline.reference import load_reference
     from mtplint.pipeline.session import conclude
@@ -74,7 +75,7 @@ def _lint_paused(case: dict) -> tuple[int, dict]:
     params.pop("path")
     settings = load_settings(path, params)
     request = ProbeRequest.replaying(report.request)
-    inputs = {**record_inputs, "path": str(path)}
+    inputs = RunInputs.from_json({**record_inputs, "path": str(path)})
     draft, reference = load_draft(settings), load_reference(settings)  # as session.lint reads them
     linted = conclude(
         path, _inventory(case["recipe"]), report, request, settings, inputs, draft=draft, reference=reference

@@ -47,7 +47,7 @@ DEAD_IN_DRAFT = "matches no module vLLM builds for this draft"
 
 
 def _dead_verdict(ctx: Context) -> str:
-    return DEAD_IN_DRAFT if ctx.inputs.get("target") else DEAD
+    return DEAD_IN_DRAFT if ctx.inputs.separate_draft else DEAD
 
 
 @check(

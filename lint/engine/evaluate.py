@@ -10,6 +10,7 @@ from ..checks import load_all
 from ..checks.context import Context, Hit
 from ..core.errors import MtplintError
 from ..core.findings import Finding, Fixes
+from ..core.run_inputs import RunInputs
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
 from .loader import load_rules
@@ -38,7 +39,7 @@ def selected(rules: dict[str, Rule], select: list[str] | None, ignore: list[str]
 def evaluate(
     inventory: Inventory,
     report: ProbeReport | Mapping[str, Any],
-    inputs: dict[str, Any],
+    inputs: RunInputs,
     *,
     select: list[str] | None = None,
     ignore: list[str] | None = None,

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 from ..config.schema import Settings
 from ..core.errors import BadInput
 from ..core.findings import Finding, RunResult
+from ..core.run_inputs import RunInputs
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
 from .draft import load_draft, speculative_request
-from .reference import load_reference, reference_inputs
+from .reference import load_reference, reference_origin
 from .serve_command import serve_command
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ class Linted:
     _report: ProbeReport | None
     findings: list[Finding]
     evaluated: list[dict[str, Any]]  # [{code, name, severity, summary}] of the rules run
-    inputs: dict[str, Any]
+    inputs: RunInputs
     request: Any
     vllm: dict[str, Any]  # {version, commit}
     probe: dict[str, Any]  # {cached, seconds}
@@ -169,15 +170,15 @@ def _lint(
     if fresh:
         cache.store(cache_inputs(inventory, request, identity), report)
     explain_depth_zero(inventory, report.config_error)  # after the store: the cache keeps vLLM's words
-    inputs = {
-        "path": inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT
-        "gpu": gpu.key,
-        "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
-        "num_speculative_tokens": request.num_speculative_tokens,
-        "tensor_parallel_size": request.tensor_parallel_size,
-        "pipeline_parallel_size": request.pipeline_parallel_size,
-        "patches": request.patches,
-    }
+    inputs = RunInputs(
+        path=inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT
+        gpu=gpu.key,
+        sm=f"{gpu.sm[0]}.{gpu.sm[1]}",
+        num_speculative_tokens=request.num_speculative_tokens,
+        tensor_parallel_size=request.tensor_parallel_size,
+        pipeline_parallel_size=request.pipeline_parallel_size,
+        patches=tuple(request.patches),
+    )
     linted = conclude(path, inventory, report, request, s, inputs, draft=draft, reference=reference)
     if pre is not None and full is not None:
         verdict_cache.store(
@@ -254,20 +255,19 @@ def conclude(
     report: ProbeReport,
     request: Any,
     s: Settings,
-    inputs: dict[str, Any],
+    inputs: RunInputs,
     *,
     draft: tuple[Inventory, str] | None,
     reference: Inventory | None,
 ) -> Linted:
     """From a probe report to the lint's findings: what lint() does once the probe answered, and
     what the fast test tier replays on recorded reports (tests/test_rule_cases_fast.py)."""
-    inputs = {**inputs, **reference_inputs(reference, s.reference)}
+    inputs = inputs.replace(reference=reference_origin(reference, s.reference))
     target_inventory = inventory
     if draft:
         # The draft is the checkpoint linted: findings name its files.
-        target_name = inputs["path"]
         path, inventory = Path(s.draft or ""), draft[0]
-        inputs = {**inputs, "path": inventory.origin or str(path), "target": target_name, "method": draft[1]}
+        inputs = inputs.replace(path=inventory.origin or str(path), target=inputs.path, method=draft[1])
     findings, evaluated = judge(path, inventory, report, inputs, request, s, reference=reference)
     rules = [{"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary} for r in evaluated]
     return Linted(
@@ -337,7 +337,7 @@ def judge(
     path: Path,
     inventory: Inventory,
     report: ProbeReport,
-    inputs: dict[str, Any],
+    inputs: RunInputs,
     request: Any,
     s: Settings,
     *,
@@ -359,10 +359,10 @@ def judge(
         reference=reference,
     )
     for f in findings:
-        if inputs.get("target"):
+        if inputs.separate_draft:
             # The fixes rewrite a checkpoint linted on its own and patch vLLM's MTP drafts:
             # neither applies to a separate draft (its re-lint would lose the target).
             f.fixes.patches, f.fixes.artifact = [], []
         if f.fixes.patches:
-            f.fixes.serve = serve_command(inputs.get("path") or path, request, f.fixes.patches)
+            f.fixes.serve = serve_command(inputs.path or path, request, f.fixes.patches)
     return findings, evaluated
