@@ -86,6 +86,19 @@ def test_full_output_of_a_recalled_lint_is_the_full_lints(remembered):
 
 
 @pytest.mark.probe
+def test_output_options_and_a_fix_dry_run_share_the_lints_verdict(remembered):
+    """How findings are shown (-v, --format json) or acted on (fix --dry-run) is not what they
+    are: one lint, one remembered verdict."""
+    ckpt, root, _ = remembered
+    for args in ([], ["-v"], ["--format", "json"], ["--output-format", "full"]):
+        assert lint(ckpt, root, *args).returncode == 1
+    env = {**os.environ, "MTPLINT_CACHE_DIR": str(root)}
+    fix = subprocess.run([*MTPLINT, "fix", str(ckpt), "--dry-run", "-q"], capture_output=True, text=True, env=env)
+    assert fix.returncode in (0, 1), fix.stderr
+    assert len(verdicts(root)) == 1
+
+
+@pytest.mark.probe
 def test_another_checkpoints_verdict_under_this_ones_name_decides_nothing(remembered, tmp_path):
     """A clean checkpoint's verdict, sealed, stored under the broken checkpoint's entry name:
     the entry's inputs (the checkpoint's signature) differ, so it is a miss and the lint says
@@ -230,6 +243,23 @@ def test_anything_the_verdict_depends_on_renames_its_entry(tmp_path, change):
     else:
         settings = settings.replace(num_speculative_tokens=2)
     assert verdict_cache.pre_inputs(target, settings, []) != before
+
+
+def test_only_the_settings_that_decide_findings_key_the_verdict(tmp_path):
+    from mtplint.config.settings import load_settings
+
+    target = _tiny_checkpoint(tmp_path / "target")
+    plain = verdict_cache.pre_inputs(target, load_settings(target, {}), [])
+    assert plain is not None
+    for shown in (
+        {"verbose": True},
+        {"formats": ["json"]},
+        {"quiet": True},
+        {"dry_run": True, "only": "set-mtp-depth"},
+    ):
+        assert verdict_cache.pre_inputs(target, load_settings(target, shown), []) == plain, shown
+    for decides in ({"select": ["MTP001"]}, {"gpu": "b200"}, {"tensor_parallel_size": 2}):
+        assert verdict_cache.pre_inputs(target, load_settings(target, decides), []) != plain, decides
 
 
 def test_a_reference_lint_is_never_remembered(tmp_path):

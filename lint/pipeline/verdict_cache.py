@@ -78,7 +78,7 @@ def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | 
             "remote_code": _code_stamps(path) + (_code_stamps(Path(s.draft)) if s.draft else []),
             "fix_leftovers": LocalShards(path).fix_leftovers(),
             "draft_fix_leftovers": draft_leftovers,
-            "settings": dataclasses.asdict(s),
+            "settings": s.lint_settings(),
             "patches": list(patches),
         }
     )
