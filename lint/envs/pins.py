@@ -1,0 +1,148 @@
+"""A release's own pure-Python dependency set: its wheel's Requires-Dist (markers evaluated for
+mtplint's interpreter, no extras), resolved by uv, minus torch and the CUDA/GPU-only packages.
+
+vLLM 0.19.0 requires transformers>=4.56,<5 and compressed-tensors==0.14.0.1 where 0.33.0
+requires transformers 5.x and compressed-tensors 0.17.0; their config classes and quantization
+matching differ, so a release probed on another release's libraries is not that release.
+torch is the one exception: every environment runs the interpreter's CPU build (the probe
+stubs vLLM's native and GPU-only parts), so torch and what only a GPU runs are dropped from
+the resolution (uv override to a marker that is never true), never resolved nor installed.
+
+Only what differs from the interpreter is installed into the environment's site/; the rest
+(same name, same version) is the interpreter's own copy of the same wheel.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import subprocess
+import tempfile
+from email.parser import Parser
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from ..core.errors import ProbeFailure
+
+# Never resolved nor installed: torch stays the interpreter's CPU build, and these run only on a
+# GPU (vLLM's CUDA requirements; triton, nvidia-* and cuda-* arrive through torch and kernels).
+GPU_ONLY = frozenset(
+    {
+        "torch",
+        "torchaudio",
+        "torchvision",
+        "torchcodec",
+        "triton",
+        "xformers",
+        "numba",
+        "llvmlite",
+        "deep-gemm",
+        "deep-ep",
+        "pplx-kernels",
+        "tilelang",
+        "quack-kernels",
+        "cupy-cuda12x",
+        "pynvml",
+        "pynvvideocodec",
+        "fastsafetensors",
+        "instanttensor",
+        "tokenspeed-mla",
+        "humming-kernels",
+        "apache-tvm-ffi",
+        "vllm-flash-attn",
+        # Not GPU-only, but the multi-node runtime (0.10-0.11 list it among their CUDA
+        # requirements): the probe models ranks without it, and it is ~200 MB per release.
+        "ray",
+    }
+)
+GPU_ONLY_PREFIXES = ("nvidia-", "flashinfer", "cuda-", "cutlass")
+
+# The libraries a release's config and quantization paths import, named in `env list` and the report.
+NAMED = ("transformers", "compressed-tensors")
+
+
+def gpu_only(name: str) -> bool:
+    n = canonicalize_name(name)
+    return n in GPU_ONLY or n.startswith(GPU_ONLY_PREFIXES)
+
+
+def requires_dist(dist_info: Path) -> list[str]:
+    """The wheel's Requires-Dist lines as written."""
+    text = (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
+    return list(Parser().parsestr(text, headersonly=True).get_all("Requires-Dist") or [])
+
+
+def requirements(dist_info: Path) -> tuple[list[str], list[str]]:
+    """(the requirements to resolve, the GPU-only names dropped), for mtplint's interpreter."""
+    no_extra = {"extra": ""}  # evaluated over this interpreter's default environment
+    kept, dropped = [], []
+    for line in requires_dist(dist_info):
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue  # a line the installer would refuse too; vLLM's own never is
+        if req.marker is not None and not req.marker.evaluate(no_extra):
+            continue
+        if gpu_only(req.name):
+            dropped.append(canonicalize_name(req.name))
+            continue
+        kept.append(line.split(";")[0].strip())
+    return kept, sorted(set(dropped))
+
+
+def installed() -> dict[str, str]:
+    """mtplint's interpreter's distributions (the one every environment runs on): canonical
+    name -> version."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found.setdefault(canonicalize_name(name), dist.version)
+    return found
+
+
+def resolve(uv: str, python: str, reqs: list[str], dropped: list[str], what: str) -> dict[str, str]:
+    """name -> version: uv's resolution of REQS for PYTHON, with torch and every GPU-only
+    package removed from the graph (their own dependencies with them)."""
+    removed = sorted({*dropped, *GPU_ONLY, *_TRANSITIVE_GPU})
+    with tempfile.TemporaryDirectory(prefix="mtplint-pins-") as tmp:
+        req_file, over_file = Path(tmp) / "requirements.in", Path(tmp) / "overrides.txt"
+        req_file.write_text("\n".join(reqs) + "\n")
+        # uv's documented way to take a package out of the graph: an override never installed.
+        over_file.write_text("".join(f"{n} ; sys_platform == 'never'\n" for n in removed))
+        cmd = [uv, "pip", "compile", str(req_file), "--override", str(over_file), "--python", python]
+        proc = subprocess.run(
+            [*cmd, "--no-header", "--no-annotate", "--quiet"], capture_output=True, text=True, timeout=600
+        )
+    if proc.returncode != 0:
+        said = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        raise ProbeFailure(
+            f"{what}: uv could not resolve its requirements ({' '.join(said[-3:])[-400:] or 'no message'})",
+            detail=proc.stderr[-3000:],
+        )
+    pins: dict[str, str] = {}
+    for line in proc.stdout.splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;]+)", line.strip())
+        if m and not gpu_only(m.group(1)):
+            pins[canonicalize_name(m.group(1))] = m.group(2)
+    if "transformers" not in pins and any(r.startswith("transformers") for r in reqs):
+        raise ProbeFailure(f"{what}: uv's resolution of its requirements lacks transformers:\n{proc.stdout[-800:]}")
+    return dict(sorted(pins.items()))
+
+
+# GPU-only packages that only arrive through another package's requirements (kernels, torch).
+_TRANSITIVE_GPU = (
+    "nvidia-cudnn-frontend",
+    "nvidia-cutlass-dsl",
+    "nvidia-ml-py",
+    "flashinfer-python",
+    "flashinfer-cubin",
+    "flashinfer-jit-cache",
+)
+
+
+def differing(pins: dict[str, str], shared: dict[str, str]) -> list[str]:
+    """`name==version` of each pin the interpreter does not hold at that version."""
+    return [f"{n}=={v}" for n, v in pins.items() if shared.get(n) != v]

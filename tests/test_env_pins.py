@@ -1,0 +1,194 @@
+"""Each provisioned release with its own pins (lint/envs/pins.py): its wheel's Requires-Dist
+resolved by uv without torch and the GPU-only packages, what differs from the interpreter
+installed into its site/, and the versions named by `mtplint env list` and the report."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mtplint.core.errors import ProbeFailure
+from mtplint.core.findings import RunResult
+from mtplint.envs import pins, provision, store
+
+MTPLINT = [sys.executable, "-m", "mtplint"]
+
+# Lines of vLLM 0.19.0's own METADATA (its wheel), and two whose markers exclude them.
+METADATA_0_19_0 = """\
+Metadata-Version: 2.4
+Name: vllm
+Version: 0.19.0
+Requires-Dist: regex
+Requires-Dist: transformers<5,>=4.56.0
+Requires-Dist: compressed-tensors==0.14.0.1
+Requires-Dist: gguf>=0.17.0
+Requires-Dist: numba==0.61.2
+Requires-Dist: torch==2.10.0
+Requires-Dist: torchaudio==2.10.0
+Requires-Dist: flashinfer-python==0.6.6
+Requires-Dist: nvidia-cutlass-dsl>=4.4.0.dev1
+Requires-Dist: quack-kernels>=0.2.7
+Requires-Dist: legacy-only>=1; python_version < "3"
+Requires-Dist: pandas; extra == "bench"
+
+vLLM is a fast and easy-to-use library for LLM inference and serving.
+"""
+
+
+def _dist_info(tmp_path: Path, text: str = METADATA_0_19_0) -> Path:
+    dist = tmp_path / "vllm-0.19.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(text)
+    return dist
+
+
+def test_requirements_are_the_wheels_own_without_torch_and_gpu_only_packages(tmp_path):
+    kept, dropped = pins.requirements(_dist_info(tmp_path))
+    assert kept == ["regex", "transformers<5,>=4.56.0", "compressed-tensors==0.14.0.1", "gguf>=0.17.0"]
+    assert dropped == ["flashinfer-python", "numba", "nvidia-cutlass-dsl", "quack-kernels", "torch", "torchaudio"]
+
+
+def test_only_pins_the_interpreter_lacks_at_that_version_are_installed():
+    shared = {"transformers": "5.20.2", "compressed-tensors": "0.17.0", "regex": "2026.1.1"}
+    resolved = {"compressed-tensors": "0.14.0.1", "gguf": "0.19.0", "regex": "2026.1.1", "transformers": "4.57.6"}
+    assert pins.differing(resolved, shared) == ["compressed-tensors==0.14.0.1", "gguf==0.19.0", "transformers==4.57.6"]
+
+
+def test_a_resolution_that_fails_is_one_line_naming_the_release(monkeypatch, tmp_path):
+    """Real uv, offline over an empty cache: nothing can resolve."""
+    uv = provision.uv_binary()
+    if uv is None:
+        pytest.skip("no uv beside mtplint")
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    with pytest.raises(ProbeFailure) as caught:
+        pins.resolve(uv, provision.base_python(), ["compressed-tensors==0.14.0.1"], [], "vLLM 0.19.0")
+    said = str(caught.value)
+    assert said.startswith("vLLM 0.19.0: uv could not resolve its requirements (") and "\n" not in said, said
+    assert "compressed-tensors" in said
+
+
+def _env(root: Path, name: str, record: dict) -> Path:
+    env = root / name
+    (env / "site").mkdir(parents=True)
+    provision.write_wrapper(env, f"vLLM {name}")
+    (env / "env.json").write_text(json.dumps({"base_python": sys.executable, **record}))
+    return env
+
+
+def _cli(*args: str, envs: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, MTPLINT_ENVS_DIR=str(envs))
+    return subprocess.run([*MTPLINT, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_a_release_provisioned_before_its_own_pins_is_made_again(tmp_path, monkeypatch):
+    """It probed on the interpreter's transformers and compressed-tensors: never reused."""
+    monkeypatch.setenv("MTPLINT_ENVS_DIR", str(tmp_path / "envs"))
+    _env(tmp_path / "envs", "0.19.0", {"kind": "release", "version": "0.19.0"})
+    _env(tmp_path / "envs", "0.20.2", {"kind": "release", "version": "0.20.2", "pins": {"transformers": "4.57.6"}})
+    assert store.find("0.19.0") is None and store.read(tmp_path / "envs" / "0.19.0").unpinned
+    assert store.find("0.20.2") is not None
+    listed = _cli("env", "list", envs=tmp_path / "envs")
+    line = next(ln for ln in listed.stdout.splitlines() if ln.startswith("0.19.0"))
+    assert "made before per-release pins: made again on next use" in line, listed.stdout
+
+
+def test_env_list_names_each_environments_transformers_and_compressed_tensors(tmp_path):
+    envs = tmp_path / "envs"
+    env = _env(
+        envs,
+        "0.19.0",
+        {"kind": "release", "version": "0.19.0", "pins": {"transformers": "4.57.6", "compressed-tensors": "0.14.0.1"}},
+    )
+    (env / "site" / "transformers-4.57.6.dist-info").mkdir()
+    (env / "site" / "compressed_tensors-0.14.0.1.dist-info").mkdir()
+    listed = _cli("env", "list", envs=envs)
+    assert listed.returncode == 0, listed.stderr
+    line = next(ln for ln in listed.stdout.splitlines() if ln.startswith("0.19.0"))
+    assert line.endswith("transformers 4.57.6, compressed-tensors 0.14.0.1"), line
+    default = next(ln for ln in listed.stdout.splitlines() if ln.startswith("default"))
+    here = (
+        f"transformers {importlib.metadata.version('transformers')}, compressed-tensors "
+        + importlib.metadata.version("compressed-tensors")
+    )
+    assert default.endswith(here), default
+    torch = next(ln for ln in listed.stdout.splitlines() if ln.startswith("torch"))
+    assert importlib.metadata.version("torch") in torch and "shared CPU build" in torch, torch
+
+
+def _result(libraries: dict[str, str]) -> RunResult:
+    vllm = {"version": "0.19.0", "commit": "g2a69949bd", "libraries": libraries}
+    return RunResult(findings=[], rules_evaluated=[], vllm=vllm, inputs={"path": "ckpt"})
+
+
+def test_the_report_names_the_probed_libraries_and_the_shared_torch():
+    from mtplint.reporters.json_report import build_report, load_schema
+    from mtplint.reporters.text import render_text
+
+    libraries = {"transformers": "4.57.6", "compressed-tensors": "0.14.0.1", "torch": "2.13.0+cpu"}
+    report = build_report(_result(libraries))
+    assert report["vllm"] == {
+        "version": "0.19.0",
+        "commit": "g2a69949bd",
+        "libraries": libraries,
+        "shared": ["torch"],
+    }
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(report, load_schema())
+    text = render_text(_result(libraries), full=True)
+    assert (
+        "vLLM 0.19.0 probed with transformers 4.57.6, compressed-tensors 0.14.0.1; "
+        "torch 2.13.0+cpu (the shared CPU build, not the release's pin)"
+    ) in text
+
+
+@pytest.mark.probe
+def test_0_19_0_is_provisioned_with_its_own_pins_and_still_gives_its_verdicts():
+    """vLLM 0.19.0 requires transformers>=4.56,<5 and compressed-tensors==0.14.0.1 (0.33.0:
+    5.x and 0.17.0). Provisioned into the test store (build/envs, shared with the rule cases),
+    it imports its own; torch is the interpreter's. Official layouts keep their verdicts."""
+    from packaging.version import Version
+
+    from fixtures.build import cached_build
+
+    env = provision.release("0.19.0", "2a69949bd")
+    record = env.record
+    assert Version(record["pins"]["transformers"]) < Version("5"), record["pins"]
+    assert record["pins"]["compressed-tensors"].startswith("0.14."), record["pins"]
+    assert "torch" not in record["pins"] and "torch" in record["gpu_only_dropped"]
+    assert record["torch"] == importlib.metadata.version("torch")
+    seen = subprocess.run(
+        [
+            str(env.python),
+            "-c",
+            "import json, transformers, compressed_tensors, torch;"
+            "print(json.dumps([transformers.__version__, transformers.__file__, compressed_tensors.__version__,"
+            " torch.__file__]))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    t_version, t_file, ct_version, torch_file = json.loads(seen.strip().splitlines()[-1])
+    assert t_version == record["pins"]["transformers"] and t_file.startswith(str(env.path / "site"))
+    assert ct_version == record["pins"]["compressed-tensors"]
+    assert not torch_file.startswith(str(env.path))  # the shared CPU build
+    for recipe in ("dsv3-fp8-official", "glm45-air-bf16-official"):
+        proc = subprocess.run(
+            [*MTPLINT, str(cached_build(recipe)), "--vllm-commit", "0.19.0", "--format", "json", "-q"],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+        assert proc.returncode == 0, f"{recipe}: exit {proc.returncode}: {proc.stderr[-3000:]}"
+        report = json.loads(proc.stdout)
+        assert report["vllm"]["version"] == "0.19.0"
+        assert report["vllm"]["libraries"]["transformers"] == record["pins"]["transformers"]
+        assert report["vllm"]["libraries"]["compressed-tensors"] == record["pins"]["compressed-tensors"]
+        assert report["vllm"]["shared"] == ["torch"]
+        assert [f["message"] for f in report["findings"] if f["severity"] == "error"] == []
