@@ -59,6 +59,46 @@ def test_only_pins_the_interpreter_lacks_at_that_version_are_installed():
     assert pins.differing(resolved, shared) == ["compressed-tensors==0.14.0.1", "gguf==0.19.0", "transformers==4.57.6"]
 
 
+# uv pip compile's annotated output (its own format, abridged from vLLM 0.19.0's resolution).
+UV_OUTPUT = """\
+compressed-tensors==0.14.0.1
+    # via -r requirements.in
+fastapi==0.135.3
+    # via -r requirements.in
+huggingface-hub==0.36.2
+    # via
+    #   tokenizers
+    #   transformers
+loguru==0.7.3
+    # via compressed-tensors
+pydantic==2.12.5
+    # via
+    #   compressed-tensors
+    #   fastapi
+tokenizers==0.22.2
+    # via transformers
+transformers==4.57.6
+    # via
+    #   -r requirements.in
+    #   compressed-tensors
+nvidia-cutlass-dsl==4.4.0
+    # via -r requirements.in
+"""
+
+
+def test_what_transformers_and_compressed_tensors_require_is_held_as_shipped():
+    found = pins._parse(UV_OUTPUT)
+    assert found.pins["transformers"] == "4.57.6" and "nvidia-cutlass-dsl" not in found.pins
+    assert found.closure(pins.NAMED) == {
+        "compressed-tensors",
+        "huggingface-hub",
+        "loguru",
+        "pydantic",
+        "tokenizers",
+        "transformers",
+    }  # fastapi: the API server's, not on a path the probe runs
+
+
 def test_a_resolution_that_fails_is_one_line_naming_the_release(monkeypatch, tmp_path):
     """Real uv, offline over an empty cache: nothing can resolve."""
     uv = provision.uv_binary()
@@ -158,6 +198,8 @@ def test_0_19_0_is_provisioned_with_its_own_pins_and_still_gives_its_verdicts():
 
     env = provision.release("0.19.0", "2a69949bd")
     record = env.record
+    assert record["pins_as_of"] == "2026-04-03"  # the day PyPI first held vllm 0.19.0
+    assert {"transformers", "compressed-tensors", "huggingface-hub", "tokenizers"} <= set(record["pins_as_shipped"])
     assert Version(record["pins"]["transformers"]) < Version("5"), record["pins"]
     assert record["pins"]["compressed-tensors"].startswith("0.14."), record["pins"]
     assert "torch" not in record["pins"] and "torch" in record["gpu_only_dropped"]

@@ -8,16 +8,23 @@ torch is the one exception: every environment runs the interpreter's CPU build (
 stubs vLLM's native and GPU-only parts), so torch and what only a GPU runs are dropped from
 the resolution (uv override to a marker that is never true), never resolved nor installed.
 
+The resolution is made from what the package index held the day the release was published
+(uv --exclude-newer): a release's open ranges resolve as they did for its users then, not to
+today's newest (vLLM 0.10.2's `transformers>=4.55.2` is 4.56.1, not 5.x; 0.20.2 shipped on
+transformers 5.8.0, where today's resolution picks 4.57.6; 0.33.0's is exactly its pinned set).
+
 Only what differs from the interpreter is installed into the environment's site/; the rest
 (same name, same version) is the interpreter's own copy of the same wheel.
 """
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata
 import re
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
 
@@ -103,33 +110,108 @@ def installed() -> dict[str, str]:
     return found
 
 
-def resolve(uv: str, python: str, reqs: list[str], dropped: list[str], what: str) -> dict[str, str]:
-    """name -> version: uv's resolution of REQS for PYTHON, with torch and every GPU-only
-    package removed from the graph (their own dependencies with them)."""
+def published_by(uv: str, python: str, version: str) -> str | None:
+    """The first day (YYYY-MM-DD, UTC midnight) by which the package index held vLLM VERSION:
+    uv's `--exclude-newer` bisected over days (~11 metadata-only resolutions of vllm alone).
+    None where the index keeps no upload times (a local wheel directory): nothing to bisect."""
+
+    def listed(day: datetime.date) -> bool:
+        cmd = [uv, "pip", "compile", "-", "--no-deps", "--exclude-newer", day.isoformat(), "--python", python, "-q"]
+        proc = subprocess.run(cmd, input=f"vllm=={version}\n", capture_output=True, text=True, timeout=120)
+        return proc.returncode == 0
+
+    lo, hi = _EPOCH, datetime.datetime.now(datetime.UTC).date() + datetime.timedelta(days=2)
+    if listed(lo) or not listed(hi):
+        return None
+    while (hi - lo).days > 1:
+        mid = lo + (hi - lo) // 2
+        lo, hi = (lo, mid) if listed(mid) else (mid, hi)
+    return hi.isoformat()
+
+
+# Before vLLM's oldest release mtplint probes (0.10.1, August 2025).
+_EPOCH = datetime.date(2023, 1, 1)
+
+
+@dataclass
+class Resolution:
+    pins: dict[str, str]  # canonical name -> version
+    required_by: dict[str, set[str]]  # name -> the resolved packages that require it ("# via")
+
+    def closure(self, roots: tuple[str, ...]) -> set[str]:
+        """ROOTS and everything they require, transitively."""
+        requires: dict[str, set[str]] = {}
+        for name, parents in self.required_by.items():
+            for parent in parents:
+                requires.setdefault(parent, set()).add(name)
+        seen, todo = set(), [r for r in roots if r in self.pins]
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo += [d for d in requires.get(name, ()) if d in self.pins]
+        return seen
+
+
+def resolve(
+    uv: str,
+    python: str,
+    reqs: list[str],
+    dropped: list[str],
+    what: str,
+    *,
+    as_of: str | None = None,
+    fixed: dict[str, str] | None = None,
+    prefer: dict[str, str] | None = None,
+) -> Resolution:
+    """uv's resolution of REQS for PYTHON, with torch and every GPU-only package removed from
+    the graph (their own dependencies with them). AS_OF: from what the index held that day (a
+    release's open ranges, `transformers>=4.55.2`, as it shipped). FIXED: versions held
+    (constraints); PREFER: versions kept where the rest allows (uv's existing output file)."""
     removed = sorted({*dropped, *GPU_ONLY, *_TRANSITIVE_GPU})
     with tempfile.TemporaryDirectory(prefix="mtplint-pins-") as tmp:
         req_file, over_file = Path(tmp) / "requirements.in", Path(tmp) / "overrides.txt"
+        constraints, out = Path(tmp) / "constraints.txt", Path(tmp) / "resolved.txt"
         req_file.write_text("\n".join(reqs) + "\n")
         # uv's documented way to take a package out of the graph: an override never installed.
         over_file.write_text("".join(f"{n} ; sys_platform == 'never'\n" for n in removed))
-        cmd = [uv, "pip", "compile", str(req_file), "--override", str(over_file), "--python", python]
-        proc = subprocess.run(
-            [*cmd, "--no-header", "--no-annotate", "--quiet"], capture_output=True, text=True, timeout=600
-        )
+        constraints.write_text("".join(f"{n}=={v}\n" for n, v in (fixed or {}).items()))
+        out.write_text("".join(f"{n}=={v}\n" for n, v in (prefer or {}).items() if n not in removed))
+        cmd = [uv, "pip", "compile", str(req_file), "--override", str(over_file), "-c", str(constraints)]
+        cmd += ["--python", python, "-o", str(out), "--no-header", "--quiet"]
+        cmd += ["--exclude-newer", as_of] if as_of else []
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        text = out.read_text() if proc.returncode == 0 else ""
     if proc.returncode != 0:
         said = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
         raise ProbeFailure(
             f"{what}: uv could not resolve its requirements ({' '.join(said[-3:])[-400:] or 'no message'})",
             detail=proc.stderr[-3000:],
         )
+    found = _parse(text)
+    if "transformers" not in found.pins and any(r.startswith("transformers") for r in reqs):
+        raise ProbeFailure(f"{what}: uv's resolution of its requirements lacks transformers:\n{text[-800:]}")
+    return found
+
+
+def _parse(text: str) -> Resolution:
+    """uv's annotated output: `name==version` lines, each followed by `# via` its dependents."""
     pins: dict[str, str] = {}
-    for line in proc.stdout.splitlines():
-        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;]+)", line.strip())
-        if m and not gpu_only(m.group(1)):
-            pins[canonicalize_name(m.group(1))] = m.group(2)
-    if "transformers" not in pins and any(r.startswith("transformers") for r in reqs):
-        raise ProbeFailure(f"{what}: uv's resolution of its requirements lacks transformers:\n{proc.stdout[-800:]}")
-    return dict(sorted(pins.items()))
+    required_by: dict[str, set[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if m := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;]+)", line):
+            current = canonicalize_name(m.group(1))
+            if gpu_only(current):
+                current = None
+                continue
+            pins[current] = m.group(2)
+            required_by[current] = set()
+        elif re.match(r"^\s+#\s+via\s*$", line):
+            continue  # uv's split form: the dependents follow one a line
+        elif current and (m := re.match(r"^\s+#\s+(?:via\s+)?([A-Za-z0-9][A-Za-z0-9._-]*)\s*$", line)):
+            required_by[current].add(canonicalize_name(m.group(1)))
+    return Resolution(dict(sorted(pins.items())), required_by)
 
 
 # GPU-only packages that only arrive through another package's requirements (kernels, torch).

@@ -186,12 +186,16 @@ def release(version: str, commit: str | None, *, say: Say | None = None, extra: 
             say(f"provisioning vLLM {version} into {store.root() / version} (first use; {tool})")
         tmp = staging(version)
         try:
+            steps: dict[str, float] = {}
             install(tool, tmp / "site", [f"vllm=={version}"], f"vLLM {version}")
-            own = release_pins(tmp / "site", version, extra or [], tool, say)
+            steps["vllm"] = time.perf_counter() - started
+            own = release_pins(tmp / "site", version, extra or [], tool, say, steps)
             if extra:
                 install(tool, tmp / "site", list(extra), f"vLLM {version}: --with {' '.join(extra)}")
             write_wrapper(tmp, f"vLLM {version}")
+            lap = time.perf_counter()
             added = add_missing_modules(tmp, tool, say, f"vLLM {version}")
+            steps["import_check"] = time.perf_counter() - lap
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -209,6 +213,7 @@ def release(version: str, commit: str | None, *, say: Say | None = None, extra: 
                 "extra_modules": [*(extra or []), *added],
                 "created": time.time(),
                 "seconds": round(seconds, 1),
+                "steps": {k: round(v, 1) for k, v in steps.items()},
             },
         )
         if say:
@@ -217,7 +222,9 @@ def release(version: str, commit: str | None, *, say: Say | None = None, extra: 
         return env
 
 
-def release_pins(site: Path, version: str, extra: list[str], tool: str, say: Say | None) -> dict[str, Any]:
+def release_pins(
+    site: Path, version: str, extra: list[str], tool: str, say: Say | None, steps: dict[str, float]
+) -> dict[str, Any]:
     """Resolve the release's own Requires-Dist (uv) and install what the interpreter lacks at
     the resolved version into SITE; the record's fields that say so (store.Env reads them)."""
     what = f"vLLM {version}"
@@ -231,19 +238,33 @@ def release_pins(site: Path, version: str, extra: list[str], tool: str, say: Say
             raise ProbeFailure(f"{what}: the installed wheel has no vllm-*.dist-info to read its requirements from")
         dist_info = found[0]
     reqs, dropped = pins.requirements(dist_info)
-    resolved = pins.resolve(uv, base_python(), reqs, dropped, what)
+    lap = time.perf_counter()
+    as_of = pins.published_by(uv, base_python(), version)
+    steps["published_by"] = time.perf_counter() - lap
+    # As it shipped: transformers, compressed-tensors and all they require at that day's versions.
+    shipped = pins.resolve(uv, base_python(), reqs, dropped, what, as_of=as_of)
+    held = {n: shipped.pins[n] for n in sorted(shipped.closure(pins.NAMED))}
+    # The rest (API server, tracing, grammar...: nothing the probe's config and quantization
+    # paths import) as close to the interpreter's as the release's own ranges allow.
     shared = pins.installed()
+    near = {n: shared[n] for n in shipped.pins if n in shared and n not in held}
+    resolved = pins.resolve(uv, base_python(), reqs, dropped, what, fixed=held, prefer=near).pins
+    steps["resolve"] = time.perf_counter() - lap - steps["published_by"]
     # A package given with --with is the user's choice: it replaces the resolved one.
     chosen = {canonicalize_name(Requirement(e).name) for e in extra if _parses(e)}
     wanted = [p for p in pins.differing(resolved, shared) if canonicalize_name(p.split("==")[0]) not in chosen]
     if wanted:
         if say:
-            say(
-                f"{what}: {len(wanted)} of its {len(resolved)} pinned requirements differ from the shared interpreter's"
-            )
+            day = f"as the package index held them on {as_of}" if as_of else "as the package index holds them now"
+            held_text = f"{len(held)} held as shipped, {day}"
+            say(f"{what}: {len(wanted)} of its {len(resolved)} requirements differ from mtplint's ({held_text})")
+        lap = time.perf_counter()
         install(tool, site, wanted, f"{what}: its pinned requirements")
+        steps["pins"] = time.perf_counter() - lap
     return {
         "pins": resolved,
+        "pins_as_of": as_of,  # the day the release was on the index; None: the day it was provisioned
+        "pins_as_shipped": sorted(held),
         "pins_installed": sorted(p.split("==")[0] for p in wanted),
         "gpu_only_dropped": dropped,
         "torch": shared.get("torch"),
