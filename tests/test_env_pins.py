@@ -234,3 +234,51 @@ def test_0_19_0_is_provisioned_with_its_own_pins_and_still_gives_its_verdicts():
         assert report["vllm"]["libraries"]["compressed-tensors"] == record["pins"]["compressed-tensors"]
         assert report["vllm"]["shared"] == ["torch"]
         assert [f["message"] for f in report["findings"] if f["severity"] == "error"] == []
+
+
+def test_a_source_trees_requirements_are_its_cuda_requirements_and_their_includes(tmp_path):
+    """--vllm-source / fetched commits: requirements/cuda.txt as a CUDA wheel is built from it."""
+    req = tmp_path / "requirements"
+    req.mkdir()
+    (req / "common.txt").write_text(
+        "# Common dependencies for all platforms\n"
+        "regex # Replace re for higher-performance regex matching\n"
+        "transformers >= 4.56.0, < 5\n"
+        "compressed-tensors == 0.14.0.1 # required for compressed-tensors\n"
+        "gguf >= 0.17.0; python_version < '3'\n"
+        "--extra-index-url https://example.invalid/simple\n"
+    )
+    (req / "cuda.txt").write_text(
+        "# Common dependencies\n-r common.txt\n\nnumba == 0.61.2\ntorch==2.10.0\nflashinfer-python==0.6.6\n"
+        "-r ../outside.txt\n"
+    )
+    (tmp_path / "outside.txt").write_text("not-from-the-tree==1.0\n")
+    kept, dropped = pins.tree_requirements(req)
+    assert kept == ["regex", "transformers >= 4.56.0, < 5", "compressed-tensors == 0.14.0.1"]
+    assert dropped == ["flashinfer-python", "numba", "torch"]
+    assert pins.tree_requirements(tmp_path / "absent") is None
+
+
+@pytest.mark.probe
+def test_a_commits_own_requirements_are_resolved_as_of_its_day(tmp_path):
+    """A commit of a vLLM checkout whose requirements/ asks for 0.19.0's libraries, committed
+    the day before 0.19.0 was published: its environment gets them (package index, real uv)."""
+    from mtplint.envs import source
+
+    repo = tmp_path / "vllm"
+    (repo / "requirements").mkdir(parents=True)
+    (repo / "requirements" / "common.txt").write_text("transformers >= 4.56.0, < 5\ncompressed-tensors == 0.14.0.1\n")
+    (repo / "requirements" / "cuda.txt").write_text("-r common.txt\ntorch == 2.10.0\n")
+    when = {"GIT_COMMITTER_DATE": "2026-04-02T12:00:00Z", "GIT_AUTHOR_DATE": "2026-04-02T12:00:00Z"}
+    git = {**os.environ, **when, "GIT_CONFIG_GLOBAL": os.devnull}
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "r"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=git)
+    sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    env_dir = tmp_path / "env"
+    (env_dir / "site").mkdir(parents=True)
+    own = source.tree_pins(repo, repo, sha, env_dir, provision.installer(), None)
+    assert own["pins_as_of"] == "2026-04-03" and own["pins_from"] == "requirements/ of the commit"
+    assert own["pins"]["transformers"] == "4.57.6" and own["pins"]["compressed-tensors"] == "0.14.0.1"
+    assert "torch" not in own["pins"] and own["gpu_only_dropped"] == ["torch"]
+    assert (env_dir / "site" / "transformers-4.57.6.dist-info").is_dir()
+    assert not (env_dir / "site" / "requirements").exists()  # beside site/, never on the path

@@ -83,20 +83,48 @@ def requires_dist(dist_info: Path) -> list[str]:
 
 def requirements(dist_info: Path) -> tuple[list[str], list[str]]:
     """(the requirements to resolve, the GPU-only names dropped), for mtplint's interpreter."""
+    return _filtered(requires_dist(dist_info))
+
+
+def _filtered(lines: list[str]) -> tuple[list[str], list[str]]:
     no_extra = {"extra": ""}  # evaluated over this interpreter's default environment
     kept, dropped = [], []
-    for line in requires_dist(dist_info):
+    for line in lines:
         try:
             req = Requirement(line)
         except InvalidRequirement:
             continue  # a line the installer would refuse too; vLLM's own never is
-        if req.marker is not None and not req.marker.evaluate(no_extra):
-            continue
+        if (req.marker is not None and not req.marker.evaluate(no_extra)) or req.url:
+            continue  # not for this interpreter; or a direct URL (a git build), not an index's pin
         if gpu_only(req.name):
             dropped.append(canonicalize_name(req.name))
             continue
         kept.append(line.split(";")[0].strip())
     return kept, sorted(set(dropped))
+
+
+def tree_requirements(requirements_dir: Path) -> tuple[list[str], list[str]] | None:
+    """A source tree's own requirements (requirements/cuda.txt and the files it includes, as a
+    CUDA wheel is built from them), filtered as the wheel's are; None when the tree has none."""
+    top = next((requirements_dir / f for f in ("cuda.txt", "common.txt") if (requirements_dir / f).is_file()), None)
+    if top is None:
+        return None
+    lines: list[str] = []
+    seen: set[Path] = set()
+
+    def read(path: Path) -> None:
+        if path in seen or not path.is_file() or requirements_dir.resolve() not in path.resolve().parents:
+            return  # an include outside requirements/ is not the tree's to give
+        seen.add(path)
+        for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            line = raw.split(" #")[0].strip()
+            if line.startswith(("-r ", "--requirement ")):
+                read(path.parent / line.split(None, 1)[1].strip())
+            elif line and not line.startswith(("#", "-")):
+                lines.append(line)
+
+    read(top)
+    return _filtered(lines)
 
 
 def installed() -> dict[str, str]:

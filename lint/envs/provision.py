@@ -225,12 +225,10 @@ def release(version: str, commit: str | None, *, say: Say | None = None, extra: 
 def release_pins(
     site: Path, version: str, extra: list[str], tool: str, say: Say | None, steps: dict[str, float]
 ) -> dict[str, Any]:
-    """Resolve the release's own Requires-Dist (uv) and install what the interpreter lacks at
-    the resolved version into SITE; the record's fields that say so (store.Env reads them)."""
+    """Resolve the release's own Requires-Dist (uv) as of the day it was published and install
+    what the interpreter lacks at the resolved version into SITE; the record's fields."""
     what = f"vLLM {version}"
-    uv = uv_binary()
-    if uv is None:
-        raise ProbeFailure(f"{what}: resolving its own requirements needs uv, which is not installed (pip install uv)")
+    uv = _uv(what)
     dist_info = site / f"vllm-{version}.dist-info"
     if not dist_info.is_dir():
         found = sorted(site.glob("vllm-*.dist-info"))
@@ -241,6 +239,31 @@ def release_pins(
     lap = time.perf_counter()
     as_of = pins.published_by(uv, base_python(), version)
     steps["published_by"] = time.perf_counter() - lap
+    return own_pins(site, reqs, dropped, as_of, what, extra, tool, say, steps)
+
+
+def _uv(what: str) -> str:
+    uv = uv_binary()
+    if uv is None:
+        raise ProbeFailure(f"{what}: resolving its own requirements needs uv, which is not installed (pip install uv)")
+    return uv
+
+
+def own_pins(
+    site: Path,
+    reqs: list[str],
+    dropped: list[str],
+    as_of: str | None,
+    what: str,
+    extra: list[str],
+    tool: str,
+    say: Say | None,
+    steps: dict[str, float],
+) -> dict[str, Any]:
+    """REQS resolved as of AS_OF for what vLLM's config and quantization paths import, the rest
+    near the interpreter's; the pins the interpreter lacks installed into SITE."""
+    uv = _uv(what)
+    lap = time.perf_counter()
     # As it shipped: transformers, compressed-tensors and all they require at that day's versions.
     shipped = pins.resolve(uv, base_python(), reqs, dropped, what, as_of=as_of)
     held = {n: shipped.pins[n] for n in sorted(shipped.closure(pins.NAMED))}
@@ -249,7 +272,7 @@ def release_pins(
     shared = pins.installed()
     near = {n: shared[n] for n in shipped.pins if n in shared and n not in held}
     resolved = pins.resolve(uv, base_python(), reqs, dropped, what, fixed=held, prefer=near).pins
-    steps["resolve"] = time.perf_counter() - lap - steps["published_by"]
+    steps["resolve"] = time.perf_counter() - lap
     # A package given with --with is the user's choice: it replaces the resolved one.
     chosen = {canonicalize_name(Requirement(e).name) for e in extra if _parses(e)}
     wanted = [p for p in pins.differing(resolved, shared) if canonicalize_name(p.split("==")[0]) not in chosen]
