@@ -6,11 +6,15 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..core.errors import BadInput
 from ..core.exit_guard import guarded
+
+if TYPE_CHECKING:
+    from ..envs import store
 
 
 @click.group("env")
@@ -39,6 +43,8 @@ def list_cmd() -> None:
         what = f"vLLM {r.get('version', '?')}"
         size = store.human(store.size(env.path))
         seen = "" if r.get("kind") == "engine" else f"  {libraries(env_libraries(env, shared))}"
+        if r.get("pins_as_of"):
+            seen += f" (resolved as of {r['pins_as_of']})"
         click.echo(f"{env.name:<{width}} {what:<34} {size:>9}  last used {used}  {origin(r)}{seen}{state}")
     torch = shared.get("torch")
     if torch:
@@ -52,7 +58,7 @@ def list_cmd() -> None:
     click.echo(f"store: {store.root()}")
 
 
-def env_libraries(env, shared: dict[str, str]) -> dict[str, str]:
+def env_libraries(env: store.Env, shared: dict[str, str]) -> dict[str, str]:
     """The versions the environment's vLLM imports: its site's own copy, else the interpreter's."""
     from ..envs import pins
 
