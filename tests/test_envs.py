@@ -96,7 +96,8 @@ def _fake_env(root: Path, name: str, complete: bool = True) -> Path:
     (env / "site" / "blob").write_bytes(b"x" * 50_000)
     if complete:
         provision.write_wrapper(env, f"vLLM {name}")
-        (env / "env.json").write_text(json.dumps({"kind": "release", "version": name, "base_python": sys.executable}))
+        record = {"kind": "release", "version": name, "base_python": sys.executable, "pins": {}}
+        (env / "env.json").write_text(json.dumps(record))
     return env
 
 
@@ -210,7 +211,8 @@ def test_provision_a_release(tmp_path, monkeypatch):
     env = provision.release("0.20.2", releases.table()["0.20.2"], say=said.append)
     assert vllm_identity(str(env.python))["version"] == "0.20.2"
     assert vllm_identity(str(env.python))["commit"] == "g" + releases.table()["0.20.2"]
-    assert "gguf" in env.record["extra_modules"]  # 0.20-0.23 import it; the pin does not
+    # 0.20-0.23 import gguf, the pin does not: from the release's own pins, or added when undeclared.
+    assert "gguf" in env.record["pins_installed"] + env.record["extra_modules"]
     assert said[0].startswith("provisioning vLLM 0.20.2") and "ready in" in said[-1]
     again: list[str] = []
     assert provision.release("0.20.2", None, say=again.append).path == env.path and again == []

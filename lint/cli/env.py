@@ -6,11 +6,15 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..core.errors import BadInput
 from ..core.exit_guard import guarded
+
+if TYPE_CHECKING:
+    from ..envs import store
 
 
 @click.group("env")
@@ -21,20 +25,30 @@ def env_cmd() -> None:
 @env_cmd.command("list")
 def list_cmd() -> None:
     """Every environment with its size, and the pinned default."""
-    from ..envs import releases, source, store
+    from ..envs import pins, releases, source, store
 
     beside = source.pinned_version()
+    shared = pins.installed()
     where = f"in {sys.executable}" if beside else f"(not beside mtplint: the {releases.PINNED} environment below)"
     envs = store.all_envs()
     width = max([14, *(len(e.name) + 1 for e in envs)])  # a name is what `env remove` takes: never cut
-    click.echo(f"{'default':<{width}} vLLM {beside or releases.PINNED} {where} (pinned)")
+    default = f"; {libraries(shared)}" if beside else ""
+    click.echo(f"{'default':<{width}} vLLM {beside or releases.PINNED} {where} (pinned){default}")
     for env in envs:
         r = env.record
         state = "" if env.complete else "  [incomplete: `mtplint env prune` removes it]"
+        if env.unpinned:
+            state = "  [made before per-release pins: made again on next use; `mtplint env prune` removes it]"
         used = time.strftime("%Y-%m-%d", time.localtime(env.last_used()))
         what = f"vLLM {r.get('version', '?')}"
         size = store.human(store.size(env.path))
-        click.echo(f"{env.name:<{width}} {what:<34} {size:>9}  last used {used}  {origin(r)}{state}")
+        seen = "" if r.get("kind") == "engine" else f"  {libraries(env_libraries(env, shared))}"
+        if r.get("pins_as_of"):
+            seen += f" (resolved as of {r['pins_as_of']})"
+        click.echo(f"{env.name:<{width}} {what:<34} {size:>9}  last used {used}  {origin(r)}{seen}{state}")
+    torch = shared.get("torch")
+    if torch:
+        click.echo(f"{'torch':<{width}} {torch}, the shared CPU build every probe environment runs ({sys.executable})")
     git_cache = store.root() / ".vllm-git"
     if git_cache.is_dir():
         # The fetched commits' history and trees (lint/envs/fetch.py).
@@ -42,6 +56,24 @@ def list_cmd() -> None:
             f"{'git cache':<{width}} {'commits fetched from vLLM git':<34} {store.human(store.size(git_cache)):>9}"
         )
     click.echo(f"store: {store.root()}")
+
+
+def env_libraries(env: store.Env, shared: dict[str, str]) -> dict[str, str]:
+    """The versions the environment's vLLM imports: its site's own copy, else the interpreter's."""
+    from ..envs import pins
+
+    seen = dict(shared)
+    seen.update({k: v for k, v in (env.record.get("pins") or {}).items() if isinstance(v, str)})
+    for name in pins.NAMED:
+        for dist in (env.path / "site").glob(f"{name.replace('-', '_')}-*.dist-info"):
+            seen[name] = dist.name.removesuffix(".dist-info").split("-", 1)[1]
+    return seen
+
+
+def libraries(versions: dict[str, str]) -> str:
+    from ..envs import pins
+
+    return ", ".join(f"{n} {versions.get(n, 'absent')}" for n in pins.NAMED)
 
 
 def origin(record: dict) -> str:

@@ -1,10 +1,12 @@
 """Create a probe environment: a --target directory holding one vLLM with --no-deps, the
-pure-Python modules that vLLM imports and mtplint's interpreter lacks (0.20-0.23: gguf), and
-a `python` wrapper running mtplint's own interpreter with that directory first on the path.
+release's own pins of its pure-Python requirements where they differ from mtplint's
+interpreter (lint/envs/pins.py: 0.19.0's transformers 4.x and compressed-tensors 0.14), the
+modules that vLLM imports without declaring them, and a `python` wrapper running mtplint's
+own interpreter with that directory first on the path.
 
-The interpreter supplies what every environment shares: torch (the CPU build, installed by
-scripts/setup.sh) and vLLM's common pure-Python dependencies (requirements/vllm-probe.txt);
-the probe stubs vLLM's native and GPU-only parts. Packages come from uv when it is installed
+The interpreter supplies torch (the CPU build, installed by scripts/setup.sh: shared by every
+environment, whatever torch the release pins) and every requirement whose resolved version it
+already holds; the probe stubs vLLM's native and GPU-only parts. Packages come from uv when it is installed
 (about 4x faster than pip from a cold cache, and near-instant from a warm one: it hard-links
 from its cache), else from pip; MTPLINT_INSTALLER=pip|uv chooses.
 """
@@ -21,8 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from ..core.errors import BadInput, ProbeFailure
-from . import store
+from . import pins, store
 
 Say = Callable[[str], None]
 
@@ -181,9 +186,16 @@ def release(version: str, commit: str | None, *, say: Say | None = None, extra: 
             say(f"provisioning vLLM {version} into {store.root() / version} (first use; {tool})")
         tmp = staging(version)
         try:
-            install(tool, tmp / "site", [f"vllm=={version}", *(extra or [])], f"vLLM {version}")
+            steps: dict[str, float] = {}
+            install(tool, tmp / "site", [f"vllm=={version}"], f"vLLM {version}")
+            steps["vllm"] = time.perf_counter() - started
+            own = release_pins(tmp / "site", version, extra or [], tool, say, steps)
+            if extra:
+                install(tool, tmp / "site", list(extra), f"vLLM {version}: --with {' '.join(extra)}")
             write_wrapper(tmp, f"vLLM {version}")
+            lap = time.perf_counter()
             added = add_missing_modules(tmp, tool, say, f"vLLM {version}")
+            steps["import_check"] = time.perf_counter() - lap
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -197,11 +209,94 @@ def release(version: str, commit: str | None, *, say: Say | None = None, extra: 
                 "commit": commit,
                 "base_python": base_python(),
                 "installer": tool,
+                **own,
                 "extra_modules": [*(extra or []), *added],
                 "created": time.time(),
                 "seconds": round(seconds, 1),
+                "steps": {k: round(v, 1) for k, v in steps.items()},
             },
         )
         if say:
-            say(f"vLLM {version} ready in {seconds:.1f} s ({store.human(store.size(env.path))})")
+            named = ", ".join(f"{n} {own['pins'][n]}" for n in pins.NAMED if n in own["pins"])
+            say(f"vLLM {version} ready in {seconds:.1f} s ({store.human(store.size(env.path))}; {named})")
         return env
+
+
+def release_pins(
+    site: Path, version: str, extra: list[str], tool: str, say: Say | None, steps: dict[str, float]
+) -> dict[str, Any]:
+    """Resolve the release's own Requires-Dist (uv) as of the day it was published and install
+    what the interpreter lacks at the resolved version into SITE; the record's fields."""
+    what = f"vLLM {version}"
+    uv = _uv(what)
+    dist_info = site / f"vllm-{version}.dist-info"
+    if not dist_info.is_dir():
+        found = sorted(site.glob("vllm-*.dist-info"))
+        if not found:
+            raise ProbeFailure(f"{what}: the installed wheel has no vllm-*.dist-info to read its requirements from")
+        dist_info = found[0]
+    reqs, dropped = pins.requirements(dist_info)
+    lap = time.perf_counter()
+    as_of = pins.published_by(uv, base_python(), version)
+    steps["published_by"] = time.perf_counter() - lap
+    return own_pins(site, reqs, dropped, as_of, what, extra, tool, say, steps)
+
+
+def _uv(what: str) -> str:
+    uv = uv_binary()
+    if uv is None:
+        raise ProbeFailure(f"{what}: resolving its own requirements needs uv, which is not installed (pip install uv)")
+    return uv
+
+
+def own_pins(
+    site: Path,
+    reqs: list[str],
+    dropped: list[str],
+    as_of: str | None,
+    what: str,
+    extra: list[str],
+    tool: str,
+    say: Say | None,
+    steps: dict[str, float],
+) -> dict[str, Any]:
+    """REQS resolved as of AS_OF for what vLLM's config and quantization paths import, the rest
+    near the interpreter's; the pins the interpreter lacks installed into SITE."""
+    uv = _uv(what)
+    lap = time.perf_counter()
+    # As it shipped: transformers, compressed-tensors and all they require at that day's versions.
+    shipped = pins.resolve(uv, base_python(), reqs, dropped, what, as_of=as_of)
+    held = {n: shipped.pins[n] for n in sorted(shipped.closure(pins.NAMED))}
+    # The rest (API server, tracing, grammar...: nothing the probe's config and quantization
+    # paths import) as close to the interpreter's as the release's own ranges allow.
+    shared = pins.installed()
+    near = {n: shared[n] for n in shipped.pins if n in shared and n not in held}
+    resolved = pins.resolve(uv, base_python(), reqs, dropped, what, fixed=held, prefer=near).pins
+    steps["resolve"] = time.perf_counter() - lap
+    # A package given with --with is the user's choice: it replaces the resolved one.
+    chosen = {canonicalize_name(Requirement(e).name) for e in extra if _parses(e)}
+    wanted = [p for p in pins.differing(resolved, shared) if canonicalize_name(p.split("==")[0]) not in chosen]
+    if wanted:
+        if say:
+            day = f"as the package index held them on {as_of}" if as_of else "as the package index holds them now"
+            held_text = f"{len(held)} held as shipped, {day}"
+            say(f"{what}: {len(wanted)} of its {len(resolved)} requirements differ from mtplint's ({held_text})")
+        lap = time.perf_counter()
+        install(tool, site, wanted, f"{what}: its pinned requirements")
+        steps["pins"] = time.perf_counter() - lap
+    return {
+        "pins": resolved,
+        "pins_as_of": as_of,  # the day the release was on the index; None: the day it was provisioned
+        "pins_as_shipped": sorted(held),
+        "pins_installed": sorted(p.split("==")[0] for p in wanted),
+        "gpu_only_dropped": dropped,
+        "torch": shared.get("torch"),
+    }
+
+
+def _parses(spec: str) -> bool:
+    try:
+        Requirement(spec)
+    except InvalidRequirement:
+        return False
+    return True

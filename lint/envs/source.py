@@ -1,6 +1,7 @@
 """An environment for a commit of a local vLLM git checkout (`--vllm-source PATH`): its
-Python tree at that commit (`git archive`, cached by commit), probed on the dependency set
-of the nearest release.
+Python tree at that commit (`git archive`, cached by commit), with the commit's own
+requirements (requirements/cuda.txt and what it includes) resolved as the package index held
+them the day after it was committed (lint/envs/pins.py), torch and GPU-only packages aside.
 
 A source tree lacks what vLLM's build writes (its .gitignore): `vllm/_version.py`
 (setuptools-scm), `vllm/vllm_flash_attn/` (built from vllm-flash-attn) and the vendored
@@ -13,6 +14,7 @@ the Python build outputs are copied from the nearest release's wheel when it is 
 
 from __future__ import annotations
 
+import datetime
 import io
 import re
 import shutil
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 
 from ..core.errors import BadInput
-from . import provision, store
+from . import pins, provision, store
 from .provision import Say
 
 # Packages a CUDA wheel ships that its git tree does not (vLLM's .gitignore and CMake installs).
@@ -124,6 +126,40 @@ def extract(repo: Path, sha: str, site: Path) -> None:
         tar.extractall(site, filter="data")
 
 
+def extract_requirements(repo: Path, sha: str, env_dir: Path) -> Path | None:
+    """The commit's requirements/ beside its site/ (never on the path); None when it has none."""
+    data = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", sha, "requirements"], capture_output=True)
+    if data.returncode != 0:
+        return None  # older trees kept requirements-*.txt at the top; test trees have none
+    with tarfile.open(fileobj=io.BytesIO(data.stdout)) as tar:
+        tar.extractall(env_dir, filter="data")
+    return env_dir / "requirements"
+
+
+def committed_day_after(repo: Path, sha: str) -> str | None:
+    """The day after SHA was committed (UTC): what the package index held when it was current."""
+    proc = subprocess.run(["git", "-C", str(repo), "show", "-s", "--format=%ct", sha], capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip().isdigit():
+        return None
+    when = datetime.datetime.fromtimestamp(int(proc.stdout.strip()), datetime.UTC).date()
+    return (when + datetime.timedelta(days=1)).isoformat()
+
+
+def tree_pins(repo: Path, tree_repo: Path, sha: str, env_dir: Path, tool: str, say: Say | None) -> dict:
+    """The commit's own requirements resolved as of its day (provision.own_pins); without a
+    requirements/ directory, the interpreter's set, as the record says."""
+    found = extract_requirements(tree_repo, sha, env_dir)
+    listed = pins.tree_requirements(found) if found else None
+    if listed is None:
+        return {"pins": None, "pins_from": "mtplint's interpreter (the tree has no requirements/)"}
+    reqs, dropped = listed
+    steps: dict[str, float] = {}
+    own = provision.own_pins(
+        env_dir / "site", reqs, dropped, committed_day_after(repo, sha), f"vLLM at {sha[:12]}", [], tool, say, steps
+    )
+    return {**own, "pins_from": "requirements/ of the commit", "steps": {k: round(v, 1) for k, v in steps.items()}}
+
+
 def write_build_metadata(site: Path, version: str, sha: str) -> None:
     """What setuptools-scm and the installer would have written."""
     numeric = tuple(int(x) if x.isdigit() else x for x in re.split(r"[.+]", version))
@@ -158,15 +194,15 @@ def from_git(
         started = time.perf_counter()
         version, nearest = version_at(repo, sha)
         if say:
-            base = f"the dependency set of vLLM {nearest}" if nearest else "the pinned vLLM's dependency set"
-            say(f"provisioning vLLM {version} from {origin} at {sha[:12]} (git archive; {base})")
+            say(f"provisioning vLLM {version} from {origin} at {sha[:12]} (git archive; its own requirements/)")
         tmp = provision.staging(name)
         try:
             extract(tree_repo or repo, sha, tmp / "site")
             write_build_metadata(tmp / "site", version, sha)
             copied, stubs = fill_build_outputs(tmp / "site" / "vllm", nearest)
-            provision.write_wrapper(tmp, f"vLLM {version} from {origin} at {sha}", stubs)
             tool = provision.installer()
+            own = tree_pins(repo, tree_repo or repo, sha, tmp, tool, say)
+            provision.write_wrapper(tmp, f"vLLM {version} from {origin} at {sha}", stubs)
             added = provision.add_missing_modules(tmp, tool, say, f"vLLM at {sha[:12]}")
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -184,6 +220,7 @@ def from_git(
                 "stubbed_build_outputs": stubs,
                 "base_python": provision.base_python(),
                 "installer": tool,
+                **own,
                 "extra_modules": added,
                 "created": time.time(),
                 "seconds": round(seconds, 1),

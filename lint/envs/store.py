@@ -3,9 +3,11 @@
     $MTPLINT_ENVS_DIR, else $MTPLINT_CACHE_DIR/envs, else $XDG_CACHE_HOME/mtplint/envs
     (~/.cache/mtplint/envs):
       <release version>/ or <commit, 12 hex>/
-        site/      vLLM and the modules it imports that the pinned one does not
+        site/      vLLM, its own pins that differ from the interpreter's, and the modules it
+                   imports without declaring them
         python     runs mtplint's interpreter with site/ first on the path
-        env.json   what it holds (kind, version, commit, how and when it was made)
+        env.json   what it holds (kind, version, commit, how and when it was made; a release's
+                   own resolved pins, those installed into site/, the shared torch)
         last-used  touched on every use (`mtplint env prune --unused-days`)
 
 A directory without env.json is an interrupted provisioning: never used, pruned.
@@ -51,7 +53,18 @@ class Env:
 
     @property
     def complete(self) -> bool:
-        return bool(self.record) and self.python.is_file() and Path(self.record.get("base_python", "")).exists()
+        return (
+            bool(self.record)
+            and self.python.is_file()
+            and Path(self.record.get("base_python", "")).exists()
+            and not self.unpinned
+        )
+
+    @property
+    def unpinned(self) -> bool:
+        """A release provisioned before releases got their own pins (lint/envs/pins.py): it
+        probed on the interpreter's transformers and compressed-tensors, so it is made again."""
+        return self.record.get("kind") == "release" and "pins" not in self.record
 
     def touch(self) -> None:
         with contextlib.suppress(OSError):

@@ -180,6 +180,7 @@ def _lint(
         patches=tuple(request.patches),
     )
     linted = conclude(path, inventory, report, request, s, inputs, draft=draft, reference=reference)
+    linted.vllm.update(_libraries(identity))
     if pre is not None and full is not None:
         verdict_cache.store(
             pre,
@@ -193,6 +194,11 @@ def _lint(
             (len(inventory.tensors), len(inventory.shards)),
         )
     return linted
+
+
+def _libraries(identity: dict[str, Any]) -> dict[str, Any]:
+    """What the probed interpreter holds beside vLLM (each environment's own pins): for the report."""
+    return {"libraries": dict(identity["libraries"])} if identity.get("libraries") else {}
 
 
 def _check_patch_ranges(patches: list[str], version: str) -> None:

@@ -2,7 +2,8 @@
 start a second Python (~0.1 s) only to read it again.
 
 An entry keeps the identity and a stamp (path, size, mtime, inode) of each file it was read from:
-the interpreter, vLLM's distribution metadata and its `_version.py`. A read stats those files and
+the interpreter, vLLM's distribution metadata and its `_version.py`, and the metadata of the
+libraries named beside it (transformers, compressed-tensors, torch). A read stats those files and
 uses the entry only if every stamp still matches; an upgrade renames the distribution's directory
 and rewrites `_version.py`, so it misses. Entries are sealed like every cache entry
 (core.cache_dirs): whoever can write the cache directory cannot name another vLLM.
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..core.cache_dirs import cache_root, read_entry, write_entry
 
-_FORMAT = "mtplint-vllm-identity-v1"
+_FORMAT = "mtplint-vllm-identity-v2"  # v2: the libraries' versions (transformers, ...)
 
 
 def _entry(python: str) -> Path:

@@ -123,7 +123,18 @@ def _read_identity(exe: str) -> dict[str, Any]:
         "        t = p.read_text()\n"
         '        mm = re.search(r"__commit_id__\\s*=\\s*(?:commit_id\\s*=\\s*)?[\'\\"]([^\'\\"]+)[\'\\"]", t)\n'
         "        c = mm.group(1) if mm else None\n"
-        "print(json.dumps({'version': v, 'commit': c, 'python': __import__('sys').executable, 'sources': src}))\n"
+        # The libraries vLLM's config and quantization paths import: each environment pins its
+        # own (lint/envs/pins.py); torch is the interpreter's shared CPU build.
+        "lib = {}\n"
+        "for n in ('transformers', 'compressed-tensors', 'torch'):\n"
+        "    try:\n"
+        "        d = m.distribution(n)\n"
+        "        lib[n] = d.version\n"
+        "        dp = getattr(d, '_path', None)\n"
+        "        if dp is not None: src.append(str(pathlib.Path(dp) / 'METADATA'))\n"
+        "    except Exception: pass\n"
+        "print(json.dumps({'version': v, 'commit': c, 'python': __import__('sys').executable, 'libraries': lib,"
+        " 'sources': src}))\n"
     )
     try:
         out = subprocess.run([exe, "-c", code], capture_output=True, text=True, timeout=60)
@@ -173,7 +184,7 @@ def cache_inputs(inventory: Inventory, request: ProbeRequest, identity: dict[str
     draft = request.draft_inventory
     return {
         "schema": SCHEMA_VERSION,
-        "vllm": [identity.get("version"), identity.get("commit"), identity.get("python")],
+        "vllm": [identity.get("version"), identity.get("commit"), identity.get("python"), identity.get("libraries")],
         "target": checkpoint(inventory),
         "draft": checkpoint(draft) if draft is not None else None,
         "request": json.loads(json.dumps(request.key_fields(), sort_keys=True)),

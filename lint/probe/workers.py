@@ -121,6 +121,8 @@ def key(python: str, identity: dict[str, Any], platform: dict[str, Any], env: di
         os.path.realpath(os.path.dirname(os.path.abspath(python))),
         identity.get("version"),
         identity.get("commit"),
+        # A re-provisioned environment (same path and vLLM, its own pins) needs a new worker.
+        identity.get("libraries"),
         platform,
         import_env(env),
         os.environ.get("PYTHONPATH", ""),

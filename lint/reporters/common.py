@@ -95,6 +95,19 @@ def vllm_text(result: RunResult) -> str:
     return text
 
 
+def libraries_text(result: RunResult) -> str | None:
+    """The probed interpreter's transformers and compressed-tensors (the environment's own pins)
+    and its torch (the CPU build every environment shares); None when no probe said."""
+    libraries = (result.vllm or {}).get("libraries") or {}
+    if not libraries:
+        return None
+    named = [f"{n} {libraries[n]}" for n in ("transformers", "compressed-tensors") if n in libraries]
+    torch = (
+        f"; torch {libraries['torch']} (the shared CPU build, not the release's pin)" if "torch" in libraries else ""
+    )
+    return f"vLLM {result.vllm.get('version')} probed with {', '.join(named) or 'no transformers'}{torch}"
+
+
 def plural(n: int, word: str) -> str:
     # "info" is a mass noun: "3 info", not "3 infos".
     return f"{n} {word}" if n == 1 or word == "info" else f"{n} {word}s"

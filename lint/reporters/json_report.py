@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 SCHEMA_ID = "mtplint/report/v1"
 SCHEMA_FILE = "report.schema.json"
+SHARED_LIBRARIES = ("torch",)
 
 
 def build_report(result: RunResult) -> dict[str, Any]:
@@ -31,6 +32,11 @@ def build_report(result: RunResult) -> dict[str, Any]:
         "rules_evaluated": [dict(r) for r in result.rules_evaluated],
         "summary": severity_counts(result.findings),
     }
+    libraries = (result.vllm or {}).get("libraries")
+    if libraries:
+        report["vllm"]["libraries"] = dict(libraries)
+        # Every probe environment runs the interpreter's CPU torch, not the CUDA torch the release pins.
+        report["vllm"]["shared"] = [n for n in SHARED_LIBRARIES if n in libraries]
     if result.probe:
         report["probe"] = dict(result.probe)
     # Findings the project accepted ([[suppress]] or --baseline) and the state of both; the

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.findings import SEVERITIES, SEVERITY_RANK, Finding, RunResult
 from ..core.textsafe import terminal_safe
 from .color import Painter, painter
-from .common import checkpoint_name, consequence_tree, fix_commands, plural, summary_line
+from .common import checkpoint_name, consequence_tree, fix_commands, libraries_text, plural, summary_line
 from .lines import SourceLines, display_path
 from .modules import ModuleRow, table_lines
 
@@ -50,6 +50,9 @@ def render_text(
         lines = _statistics(result)
     elif full:
         lines = _full(view, modules)
+        with_libraries = libraries_text(result)
+        if with_libraries:
+            lines += ["", terminal_safe(with_libraries)]
     else:
         lines = _concise(view)
     if lines:
