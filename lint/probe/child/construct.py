@@ -159,9 +159,10 @@ def build(request: ChildRequest) -> Built:
 
     from .load_order import TargetConfigState
     from .pipeline_stages import at_rank
-    from .runtime_shim import meta_device_mode
+    from .runtime_shim import install_index_data, meta_device_mode
     from .vllm_compat import set_default_torch_dtype
 
+    install_index_data()
     phases.emit("creating the engine configuration (EngineArgs.create_engine_config)")
     vllm_config, spec_config = make_configs(request)
     built = Built(vllm_config=vllm_config, spec_config=spec_config)

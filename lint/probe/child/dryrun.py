@@ -46,22 +46,26 @@ TORCH_DTYPES = {
 _EXPERT = re.compile(r"^(.*\.experts\.)(\d+)(\..+)$")
 
 
-def plan_elision(model: Any, tensors: list[tuple[str, str, list[int]]]) -> tuple[list[int], dict[str, str]]:
+def plan_elision(
+    model: Any, tensors: list[tuple[str, str, list[int]]], owner: dict[int, int] | None = None
+) -> tuple[list[int], dict[str, str]]:
     """Which tensors to feed, and which to elide as identical in kind to a fed one.
 
     Per-expert tensors of one layer that differ only in the expert index, with the same
     dtype and shape over a contiguous index range, go through the same loader path into
     the same fused parameter: only the first and last expert are fed (the range edges are
     where expert-id mapping could differ). Models whose parameters are per-expert
-    (`...experts.3.w1.weight`) are never elided.
+    (`...experts.3.w1.weight`) are never elided. With expert parallelism (`owner`: expert id ->
+    the EP rank that loads it) each rank's experts are a range of their own.
     """
     if any(_EXPERT.match(n) for n, _ in model.named_parameters()):
         return list(range(len(tensors))), {}
-    groups: dict[tuple[str, str], list[tuple[int, int, str, tuple]]] = {}
+    groups: dict[tuple[str, str, int], list[tuple[int, int, str, tuple]]] = {}
     for i, (name, dtype, shape) in enumerate(tensors):
         m = _EXPERT.match(name)
         if m:
-            groups.setdefault((m.group(1), m.group(3)), []).append((int(m.group(2)), i, dtype, tuple(shape)))
+            rank = (owner or {}).get(int(m.group(2)), 0)
+            groups.setdefault((m.group(1), m.group(3), rank), []).append((int(m.group(2)), i, dtype, tuple(shape)))
     elided: dict[str, str] = {}
     drop: set[int] = set()
     for members in groups.values():
@@ -327,9 +331,13 @@ def run(
     was built for (this is rank 0 of it)."""
     import time
 
+    from . import expert_parallel
+
     started = time.perf_counter()
     result = DryRun()
-    keep, result.elided = plan_elision(model, tensors) if elide else (list(range(len(tensors))), {})
+    ep = expert_parallel.layout(model)
+    owner = ep.owner if ep is not None else None
+    keep, result.elided = plan_elision(model, tensors, owner) if elide else (list(range(len(tensors))), {})
     feed = _Feed([tensors[i] for i in keep], _Attribution(model))
     try:
         with _recording_mapper_drops(feed.attribution, result.discarded), feed.attribution.watching_copies():
@@ -346,9 +354,46 @@ def run(
     result.held_back = {t: by for t, by in feed.attribution.held_back.items() if t not in result.fed}
     result.params_loaded_by_loader = feed.attribution.params_loaded_by_loader
     result.truncated = _truncated(feed.tensors, feed.attribution.copied, tp)
+    if ep is not None and ep.owner:
+        _other_ep_ranks(model, feed.tensors, ep, result)
     _attribute_elided(result)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _other_ep_ranks(model: Any, tensors: list[tuple[str, str, list[int]]], ep: Any, result: DryRun) -> None:
+    """The experts EP ranks 1..N-1 load, each fed to the model moved to that rank (rank 0 fed
+    everything already and took its own). Errors after the last tensor belong to the
+    completeness checks, which the whole feed on rank 0 answered."""
+    from . import expert_parallel
+
+    seen = {(e.tensor, e.message) for e in result.errors}
+    for rank in range(1, ep.size):
+        own = [tensors[i] for i in expert_parallel.owned_by(tensors, ep.owner, rank)]
+        if not own:
+            continue
+        sub = DryRun()
+        feed = _Feed(own, _Attribution(model))
+        try:
+            with (
+                expert_parallel.at_rank(ep.layers, rank),
+                feed.attribution.watching_copies(),
+                _recording_mapper_drops(feed.attribution, result.discarded),
+            ):
+                _load_resuming(model, feed, sub, mtp_completeness=False)
+        finally:
+            feed.attribution.restore()
+        for tensor, params in feed.attribution.fed.items():
+            fed = result.fed.setdefault(tensor, [])
+            fed += [p for p in params if p not in fed]
+        result.params_loaded_by_loader |= feed.attribution.params_loaded_by_loader
+        for error in sub.errors:
+            if error.tensor is not None and (error.tensor, error.message) not in seen:
+                seen.add((error.tensor, error.message))
+                result.errors.append(error)
+        for tensor, by in feed.attribution.held_back.items():
+            if tensor not in result.fed:
+                result.held_back.setdefault(tensor, by)
 
 
 _DIGITS = re.compile(r"\d+")

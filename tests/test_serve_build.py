@@ -1,0 +1,60 @@
+"""Serve flags that change what vLLM builds or loads, replayed through the real probe
+(lint/probe/child: expert_parallel.py, runtime_shim.computed_on_cpu, online quantization in
+dryrun.py, the parallel groups in construct.py): expert parallelism, online quantization of
+an unquantized checkpoint, --hf-overrides, DP/DCP/PP and multi-node flags.
+
+Each command is linted on its family's official layout and must lint clean (vLLM serves it);
+a broken layout under the same flags keeps the findings it has without them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MTPLINT = [sys.executable, "-m", "mtplint"]
+MTP1 = ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}']
+
+pytestmark = [pytest.mark.probe, pytest.mark.slow]
+
+
+def _check(tmp_path: Path, recipe: str, flags: list[str], timeout: float = 900) -> tuple[int, dict, str]:
+    from fixtures.build import cached_build
+
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [*MTPLINT, "check", "--no-cache", "--format", "json", "--output", str(out), "-q", "--"]
+        + ["vllm", "serve", str(cached_build(recipe)), *flags],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    report = json.loads(out.read_text()) if out.is_file() else {}
+    return proc.returncode, report, proc.stderr
+
+
+def _findings(report: dict) -> list[tuple[str, str]]:
+    return sorted((f["code"], f["message"]) for f in report["findings"])
+
+
+def test_expert_parallel_on_an_official_layout_lints_clean(tmp_path):
+    """-ep built torch.nonzero() over a meta expert map (MTP009 for target and draft); the map
+    is the CPU data vLLM computes, and the experts of ranks 1..3 are read by their rank."""
+    rc, report, err = _check(tmp_path, "glm45-air-bf16-official", ["--tensor-parallel-size", "4", *MTP1, "-ep"])
+    assert rc == 0, (err, _findings(report))
+    assert report["findings"] == []
+
+
+def test_expert_parallel_keeps_the_findings_of_the_mtp_experts(tmp_path):
+    """Under EP the MTP block's experts are still loaded and judged: a layout whose BF16 MTP
+    experts are built NVFP4 fails the same way with and without -ep."""
+    recipe = "glm45-air-ct-nvfp4-bf16mtp"
+    _, plain, _ = _check(tmp_path, recipe, ["--tensor-parallel-size", "4", *MTP1])
+    rc, with_ep, err = _check(tmp_path, recipe, ["--tensor-parallel-size", "4", *MTP1, "--enable-expert-parallel"])
+    assert rc == 1, err
+    assert _findings(with_ep) == _findings(plain)
+    assert any(f["code"] == "MTP002" and ".mlp.experts" in f["message"] for f in with_ep["findings"])
