@@ -26,9 +26,9 @@ def _check(tmp_path: Path, recipe: str, flags: list[str], timeout: float = 900) 
     from fixtures.build import cached_build
 
     out = tmp_path / "report.json"
+    argv = [*MTPLINT, "check", "--no-cache", "--format", "json", "--output", str(out), "-q", "--", "vllm", "serve"]
     proc = subprocess.run(
-        [*MTPLINT, "check", "--no-cache", "--format", "json", "--output", str(out), "-q", "--"]
-        + ["vllm", "serve", str(cached_build(recipe)), *flags],
+        [*argv, str(cached_build(recipe)), *flags],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -58,3 +58,35 @@ def test_expert_parallel_keeps_the_findings_of_the_mtp_experts(tmp_path):
     assert rc == 1, err
     assert _findings(with_ep) == _findings(plain)
     assert any(f["code"] == "MTP002" and ".mlp.experts" in f["message"] for f in with_ep["findings"])
+
+
+def test_online_fp8_of_a_bf16_checkpoint_lints_clean(tmp_path):
+    """The ERNIE-4.5 recipe's `--quantization fp8` on the BF16 checkpoint: vLLM builds every
+    layer's BF16 weight on meta, buffers its loads and quantizes once the layer is complete. The
+    probe materialized that layer on the CPU and failed to copy into it (118 MTP002, 2 MTP005,
+    an MTP006 and `mtplint fix` suggestions for a checkpoint that serves fine)."""
+    flags = ["--tensor-parallel-size", "8", "--gpu-memory-utilization=0.95", "--quantization", "fp8"]
+    flags += ["--speculative-config", '{"method": "ernie_mtp", "num_speculative_tokens": 1}']
+    rc, report, err = _check(tmp_path, "ernie45-moe-bf16-official", flags)
+    assert rc == 0, (err, _findings(report))
+    assert report["findings"] == []
+
+
+@pytest.mark.parametrize("method", ["fp8_per_block", "int8_per_channel_weight_only"])
+def test_other_online_methods_lint_clean(tmp_path, method):
+    rc, report, err = _check(
+        tmp_path, "glm45-air-bf16-official", ["--tensor-parallel-size", "4", *MTP1, "--quantization", method]
+    )
+    assert rc == 0, (err, _findings(report))
+
+
+def test_online_fp8_keeps_the_findings_of_a_broken_bf16_layout(tmp_path):
+    """A BF16 layout whose config understates the KV heads is as broken quantized online as it
+    is served in BF16: the same findings (the buffered loads are the checkpoint's loads, each
+    counted once though vLLM replays them into the materialized layer)."""
+    recipe = "mimo-bf16-kv-heads-understated"
+    _, plain, _ = _check(tmp_path, recipe, ["--trust-remote-code"])
+    rc, online, err = _check(tmp_path, recipe, ["--trust-remote-code", "--quantization", "fp8"])
+    assert rc == 1, err
+    assert _findings(online) == _findings(plain)
+    assert {code for code, _ in _findings(online)} == {"MTP023"}

@@ -117,6 +117,52 @@ def meta_tensor(dtype: str, shape: list[int]) -> Any:
     return torch.empty(shape, dtype=getattr(torch, TORCH_DTYPES[dtype]), device="meta")
 
 
+# The name of vLLM's layerwise (online quantization) weight-loader wrapper.
+_ONLINE_LOADER = "online_process_loader"
+# Depth of layerwise replays in progress: their copies repeat loads already counted.
+_replaying = [0]
+
+
+@contextlib.contextmanager
+def _online_processing_on_meta() -> Iterator[list[str]]:
+    """Online quantization (`--quantization fp8` on a BF16 checkpoint, vLLM's layerwise
+    processing) buffers each layer's loads, then materializes the layer on the GPU, replays the
+    loads into it and quantizes it (process_weights_after_loading). Here the GPU is meta: the
+    layer is materialized on meta and the loads are replayed (shapes and loaders as on the GPU
+    box); the quantization itself computes from weight values (amax, scales) and is not run.
+    Yields the modules whose quantization was left out."""
+    try:
+        from vllm.model_executor.model_loader.reload import layerwise
+    except ImportError:
+        yield []
+        return
+    from .runtime_shim import meta_device_mode
+
+    original = layerwise._layerwise_process
+    left_out: list[str] = []
+
+    def on_meta(layer: Any, info: Any) -> None:
+        method: Any = getattr(layer, "quant_method", None)
+        online = bool(getattr(method, "uses_meta_device", False))
+        if online:
+            method.process_weights_after_loading = lambda _layer: left_out.append(getattr(layer, "prefix", ""))
+        _replaying[0] += 1
+        try:
+            with meta_device_mode():
+                original(layer, info)
+        finally:
+            _replaying[0] -= 1
+            if online:
+                with contextlib.suppress(AttributeError):
+                    del method.process_weights_after_loading
+
+    layerwise._layerwise_process = on_meta
+    try:
+        yield left_out
+    finally:
+        layerwise._layerwise_process = original
+
+
 class _Attribution:
     """Wraps every parameter's weight_loader so a call is attributed to the current key."""
 
@@ -235,6 +281,8 @@ class _Attribution:
 
     def _wrap(self, param: Any, name: str, loader: Any, had_own: bool) -> None:
         def attributed(*args: Any, **kwargs: Any) -> Any:
+            if _replaying[0]:
+                return loader(*args, **kwargs)  # a buffered load again (online quantization)
             late = self._handed_out(args, kwargs) if self._current is None else None
             self._in_loader += 1
             try:
@@ -251,6 +299,11 @@ class _Attribution:
                 self._fed(name, late)
             return result
 
+        if getattr(loader, "__name__", "") == _ONLINE_LOADER:
+            # vLLM unwraps its online-processing wrapper by name before it replays the
+            # buffered loads (reload/layerwise.py): this one unwraps with it.
+            attributed.__name__ = _ONLINE_LOADER
+            attributed.__wrapped__ = loader  # type: ignore[attr-defined]
         try:
             param.weight_loader = attributed
         except AttributeError:
@@ -269,6 +322,8 @@ class _Attribution:
 
         def copy_(dest: Any, *args: Any, **kwargs: Any) -> Any:
             out = original(dest, *args, **kwargs)
+            if _replaying[0]:
+                return out  # the buffered loads again (online quantization): counted when buffered
             with contextlib.suppress(Exception):
                 self._count_copied(dest, args[0] if args else kwargs.get("src"))
             if not self._in_loader and self._current is not None:
@@ -340,7 +395,11 @@ def run(
     keep, result.elided = plan_elision(model, tensors, owner) if elide else (list(range(len(tensors))), {})
     feed = _Feed([tensors[i] for i in keep], _Attribution(model))
     try:
-        with _recording_mapper_drops(feed.attribution, result.discarded), feed.attribution.watching_copies():
+        with (
+            _recording_mapper_drops(feed.attribution, result.discarded),
+            feed.attribution.watching_copies(),
+            _online_processing_on_meta(),
+        ):
             failed, replay = _load_resuming(model, feed, result, mtp_completeness)
         if replay:
             _replay_for_completeness(model, [t for t in feed.tensors if t[0] not in failed], result)
@@ -379,6 +438,7 @@ def _other_ep_ranks(model: Any, tensors: list[tuple[str, str, list[int]]], ep: A
                 expert_parallel.at_rank(ep.layers, rank),
                 feed.attribution.watching_copies(),
                 _recording_mapper_drops(feed.attribution, result.discarded),
+                _online_processing_on_meta(),
             ):
                 _load_resuming(model, feed, sub, mtp_completeness=False)
         finally:
