@@ -90,3 +90,81 @@ def test_online_fp8_keeps_the_findings_of_a_broken_bf16_layout(tmp_path):
     assert rc == 1, err
     assert _findings(online) == _findings(plain)
     assert {code for code, _ in _findings(online)} == {"MTP023"}
+
+
+class _Listener:
+    """A local listening socket that records every connection made to it: the address a
+    command names for its rendezvous (a port outside the probe's own loopback range)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            if sock.getsockname()[1] >= 40000:  # the probe's own group takes 20000-39999
+                break
+            sock.close()
+        sock.listen(8)
+        self.sock, self.port, self.accepted = sock, sock.getsockname()[1], []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, peer = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(peer)
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", "{port}", "--headless"],
+        ["-dp", "2", "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", "{port}", "-ep"],
+    ],
+    ids=["multi-node", "dp-address"],
+)
+def test_rendezvous_flags_open_no_connection_and_wait_for_no_peer(tmp_path, flags):
+    """vLLM joins the deployment's rendezvous (--master-addr/--master-port of a node, the DP
+    master) when it sets up its process groups: the probe waited for the peers until
+    --probe-timeout, then exit 3. It is the one rank, on loopback: no connection to the
+    address the command names, and an answer in seconds, not at the timeout."""
+    import time
+
+    listener = _Listener()
+    try:
+        argv = [f.format(port=listener.port) for f in flags]
+        started = time.monotonic()
+        rc, report, err = _check(tmp_path, "glm45-air-bf16-official", ["-tp", "4", *MTP1, *argv], timeout=600)
+        took = time.monotonic() - started
+    finally:
+        listener.close()
+    assert listener.accepted == []
+    assert rc == 0, (err, _findings(report) if report else None)
+    assert took < 300, took  # far below the 600 s the rendezvous waited
+
+
+def test_data_parallel_shards_experts_over_dp_times_tp(tmp_path):
+    """-dp 2 -tp 4 without EP: vLLM shards each expert over the 8 ranks (DP x TP), so rank 0
+    loads 1/8 of it, which is no truncation (MTP023 read it as one at TP 4)."""
+    rc, report, err = _check(tmp_path, "glm45-air-bf16-official", ["-tp", "4", "-dp", "2", *MTP1])
+    assert rc == 0, (err, _findings(report))
+    assert report["findings"] == []
+
+
+def test_decode_context_parallel_builds_its_attention(tmp_path):
+    """-dcp 8 on DeepSeek-V3 (MLA): the attention asks whether its DCP group is on one node (a
+    collective whose answer it reads), which failed on meta (MTP009 for target and draft). The
+    official layout keeps only the findings it has without DCP."""
+    recipe = "dsv3-fp8-official"
+    _, plain, _ = _check(tmp_path, recipe, ["-tp", "8", *MTP1])
+    rc, dcp, err = _check(tmp_path, recipe, ["-tp", "8", "-dcp", "8", *MTP1])
+    assert rc == 0, (err, _findings(dcp))
+    assert _findings(dcp) == _findings(plain)

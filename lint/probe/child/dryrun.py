@@ -583,16 +583,32 @@ def _replay_for_completeness(model: Any, clean: list[tuple[str, str, list[int]]]
 def _truncated(tensors: list[tuple[str, str, list[int]]], copied: dict[str, int], tp: int) -> dict[str, list[int]]:
     """Tensors of which some, but less than a rank's share (1/tp), reached parameters through
     copies of views of them. A tensor copied not at all (dequantized first, written another
-    way) is not judged: nothing says which of its elements were used."""
+    way) is not judged: nothing says which of its elements were used. Experts are sharded
+    over DP x PCP x TP ranks (vLLM's FusedMoEParallelConfig flattens them)."""
     out: dict[str, list[int]] = {}
+    experts_tp = tp * _flattened_across()
     for name, _dtype, shape in tensors:
         n = copied.get(name, 0)
         numel = 1
         for d in shape:
             numel *= d
-        if n > 0 and n * tp < numel:
+        ranks = experts_tp if ".experts." in name else tp
+        if n > 0 and n * ranks < numel:
             out[name] = [n, numel]
     return out
+
+
+def _flattened_across() -> int:
+    """DP x PCP: the ranks beside TP over which vLLM shards experts without EP."""
+    factor = 1
+    try:
+        from vllm.distributed import parallel_state
+    except ImportError:
+        return factor
+    for getter in ("get_dp_group", "get_pcp_group"):
+        with contextlib.suppress(Exception):
+            factor *= max(1, int(getattr(parallel_state, getter)().world_size))
+    return factor
 
 
 def _track_weights_loading(model: Any, result: DryRun, quantized: bool) -> None:

@@ -372,6 +372,8 @@ def meta_device_mode() -> Any:
             kwargs = dict(kwargs or {})
             if _index_data[0]:
                 return func(*args, **kwargs)
+            if func in factories and _cpu_codes and sys._getframe(1).f_code in _cpu_codes:
+                return func(*args, **kwargs)
             if func in factories:
                 if func is torch.tensor or func is torch.as_tensor:
                     kwargs["device"] = meta
@@ -406,6 +408,13 @@ INDEX_DATA_FUNCTIONS = (
     # Releases before ExpertMapManager (0.10-0.2x) build the map in FusedMoE.__init__.
     ("vllm.model_executor.layers.fused_moe.layer", "determine_expert_map"),
 )
+
+
+# Functions whose own allocations are real, wherever they were imported under their name:
+# topology queries that run a collective over the probe's one-process group and read the
+# answer (vLLM 0.33.0 `in_the_same_node_as`, asked by decode context parallelism's attention).
+INDEX_DATA_CALLERS = (("vllm.distributed.parallel_state", "in_the_same_node_as"),)
+_cpu_codes: set[Any] = set()
 
 
 def computed_on_cpu(fn: Any) -> Any:
@@ -446,6 +455,14 @@ def install_index_data() -> None:
         if fn is None or not callable(fn):
             continue
         setattr(owner, name, computed_on_cpu(fn))
+    for module_name, name in INDEX_DATA_CALLERS:
+        try:
+            fn = getattr(importlib.import_module(module_name), name, None)
+        except Exception:
+            continue
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            _cpu_codes.add(code)
 
 
 def install_inprocess_registry_inspection() -> None:
