@@ -168,3 +168,14 @@ def test_decode_context_parallel_builds_its_attention(tmp_path):
     rc, dcp, err = _check(tmp_path, recipe, ["-tp", "8", "-dcp", "8", *MTP1])
     assert rc == 0, (err, _findings(dcp))
     assert _findings(dcp) == _findings(plain)
+
+
+def test_expert_parallel_over_fused_expert_tensors(tmp_path):
+    """Step-3.5-Flash stores each layer's experts fused in one 3-D tensor: under DP4 + EP rank 0
+    loads its 72 of 288 experts from it, which is its share, not a truncation (3 MTP023)."""
+    rc, report, err = _check(
+        tmp_path,
+        "step3p5-bf16-official",
+        ["--data-parallel-size", "4", "--enable-expert-parallel", "--trust-remote-code"],
+    )
+    assert rc == 0, (err, _findings(report))

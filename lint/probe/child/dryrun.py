@@ -412,7 +412,7 @@ def run(
     # taking them all), was read as it is.
     result.held_back = {t: by for t, by in feed.attribution.held_back.items() if t not in result.fed}
     result.params_loaded_by_loader = feed.attribution.params_loaded_by_loader
-    result.truncated = _truncated(feed.tensors, feed.attribution.copied, tp)
+    result.truncated = _truncated(feed.tensors, feed.attribution.copied, tp, result.fed)
     if ep is not None and ep.owner:
         _other_ep_ranks(model, feed.tensors, ep, result)
     _attribute_elided(result)
@@ -580,11 +580,14 @@ def _replay_for_completeness(model: Any, clean: list[tuple[str, str, list[int]]]
         result.completeness_error = error_record(exc)
 
 
-def _truncated(tensors: list[tuple[str, str, list[int]]], copied: dict[str, int], tp: int) -> dict[str, list[int]]:
+def _truncated(
+    tensors: list[tuple[str, str, list[int]]], copied: dict[str, int], tp: int, fed: dict[str, list[str]] | None = None
+) -> dict[str, list[int]]:
     """Tensors of which some, but less than a rank's share (1/tp), reached parameters through
     copies of views of them. A tensor copied not at all (dequantized first, written another
-    way) is not judged: nothing says which of its elements were used. Experts are sharded
-    over DP x PCP x TP ranks (vLLM's FusedMoEParallelConfig flattens them)."""
+    way) is not judged: nothing says which of its elements were used. Experts (a tensor that
+    feeds an `experts` parameter, per expert or fused) are split over DP x PCP x TP ranks
+    (vLLM's FusedMoEParallelConfig flattens them, sharded without EP, whole experts with it)."""
     out: dict[str, list[int]] = {}
     experts_tp = tp * _flattened_across()
     for name, _dtype, shape in tensors:
@@ -592,7 +595,8 @@ def _truncated(tensors: list[tuple[str, str, list[int]]], copied: dict[str, int]
         numel = 1
         for d in shape:
             numel *= d
-        ranks = experts_tp if ".experts." in name else tp
+        into_experts = ".experts." in name or any(".experts." in p for p in (fed or {}).get(name, ()))
+        ranks = experts_tp if into_experts else tp
         if n > 0 and n * ranks < numel:
             out[name] = [n, numel]
     return out
