@@ -195,6 +195,10 @@ def undeclared_unquantized_mtp_linear(ctx: Context, options: UndeclaredLinearOpt
     that no exclusion entry declares, under a config that quantizes other layers."""
     if ctx.report.quant is None or ctx.report.quant.config_class is None or not ctx.built_ok("draft"):
         return []
+    if ctx.inventory.declared.method is None:
+        # Online quantization (`--quantization fp8` on a BF16 checkpoint): the checkpoint has no
+        # exclusion list, and a Linear routed through that config is quantized from what it stores.
+        return []
     if not any(is_quantized_method(d.method) for d in ctx.report.decisions):
         return []
     declared = {h for s in ctx.exclusion_sections() for hits in s.undecided.values() for h in hits}

@@ -103,11 +103,12 @@ def make_configs(request: ChildRequest) -> tuple[Any, Any]:
     return create(request)
 
 
-def init_parallel(tensor_parallel_size: int, pipeline_parallel_size: int = 1) -> None:
+def init_parallel(tensor_parallel_size: int, pipeline_parallel_size: int = 1, parallel_config: Any = None) -> None:
     """A single-process gloo group, then made to report world size N at rank 0, so
     per-rank shapes and divisibility checks in vLLM's layers are the real ones for TP=N.
     With PP=P it reports the last pipeline rank: the one that runs the MTP draft (the target's
-    earlier ranks are built at their own rank: pipeline_stages)."""
+    earlier ranks are built at their own rank: pipeline_stages). The data, decode- and
+    prefill-context parallel groups report the sizes the command asks for, at rank 0."""
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
     from vllm.distributed.parallel_state import (
         get_tp_group,
@@ -116,10 +117,14 @@ def init_parallel(tensor_parallel_size: int, pipeline_parallel_size: int = 1) ->
 
     if not model_parallel_is_initialized():
         port = 20000 + os.getpid() % 20000
-        init_distributed_environment(
-            world_size=1, rank=0, local_rank=0, distributed_init_method=f"tcp://127.0.0.1:{port}", backend="gloo"
-        )
-        initialize_model_parallel(1, 1)
+        # vLLM joins the rendezvous of the deployment (--master-addr/--master-port of a
+        # multi-node command, the DP master address) when its config asks for several nodes
+        # or DP ranks: this process is the only rank, on loopback, and waits for no peer.
+        with _one_process(parallel_config):
+            init_distributed_environment(
+                world_size=1, rank=0, local_rank=0, distributed_init_method=f"tcp://127.0.0.1:{port}", backend="gloo"
+            )
+            initialize_model_parallel(1, 1)
     if tensor_parallel_size > 1:
         group = get_tp_group()
         group.world_size = tensor_parallel_size
@@ -129,6 +134,56 @@ def init_parallel(tensor_parallel_size: int, pipeline_parallel_size: int = 1) ->
         from .pipeline_stages import set_rank
 
         set_rank(pipeline_parallel_size - 1, pipeline_parallel_size)
+    if parallel_config is not None:
+        _report_group_sizes(parallel_config)
+
+
+# ParallelConfig fields that make vLLM's group set-up span processes, as one process has them.
+_ONE_PROCESS = {
+    "nnodes": 1,
+    "node_rank": 0,
+    "data_parallel_size": 1,
+    "data_parallel_rank": 0,
+    "prefill_context_parallel_size": 1,
+    "decode_context_parallel_size": 1,
+    "enable_elastic_ep": False,
+}
+
+
+@contextlib.contextmanager
+def _one_process(parallel_config: Any) -> Iterator[None]:
+    if parallel_config is None:
+        yield
+        return
+    saved = {k: getattr(parallel_config, k) for k in _ONE_PROCESS if hasattr(parallel_config, k)}
+    try:
+        for k in saved:
+            object.__setattr__(parallel_config, k, _ONE_PROCESS[k])
+        yield
+    finally:
+        for k, v in saved.items():
+            object.__setattr__(parallel_config, k, v)
+
+
+def _report_group_sizes(parallel_config: Any) -> None:
+    """The DP, DCP and PCP groups as rank 0 of the deployment sees them (vLLM's MoE layers
+    shard their experts over DP x PCP x TP, its attention splits the KV cache over DCP)."""
+    from vllm.distributed import parallel_state
+
+    for getter, field_name in (
+        ("get_dp_group", "data_parallel_size"),
+        ("get_dcp_group", "decode_context_parallel_size"),
+        ("get_pcp_group", "prefill_context_parallel_size"),
+    ):
+        size = getattr(parallel_config, field_name, 1) or 1
+        get = getattr(parallel_state, getter, None)
+        if size <= 1 or get is None:
+            continue
+        with contextlib.suppress(AssertionError):
+            group = get()
+            group.world_size = size
+            group.rank_in_group = 0
+            group.ranks = list(range(size))
 
 
 def init_workspace() -> None:
@@ -159,9 +214,10 @@ def build(request: ChildRequest) -> Built:
 
     from .load_order import TargetConfigState
     from .pipeline_stages import at_rank
-    from .runtime_shim import meta_device_mode
+    from .runtime_shim import install_index_data, meta_device_mode
     from .vllm_compat import set_default_torch_dtype
 
+    install_index_data()
     phases.emit("creating the engine configuration (EngineArgs.create_engine_config)")
     vllm_config, spec_config = make_configs(request)
     built = Built(vllm_config=vllm_config, spec_config=spec_config)
@@ -171,7 +227,7 @@ def build(request: ChildRequest) -> Built:
 
     speculators.check(spec_config, find_proposer_class(), _FakeProposer)
     with set_current_vllm_config(vllm_config):
-        init_parallel(request.tensor_parallel_size, request.pipeline_parallel_size)
+        init_parallel(request.tensor_parallel_size, request.pipeline_parallel_size, vllm_config.parallel_config)
         init_workspace()
         pp = request.pipeline_parallel_size
         for rank in range(pp):

@@ -46,22 +46,26 @@ TORCH_DTYPES = {
 _EXPERT = re.compile(r"^(.*\.experts\.)(\d+)(\..+)$")
 
 
-def plan_elision(model: Any, tensors: list[tuple[str, str, list[int]]]) -> tuple[list[int], dict[str, str]]:
+def plan_elision(
+    model: Any, tensors: list[tuple[str, str, list[int]]], owner: dict[int, int] | None = None
+) -> tuple[list[int], dict[str, str]]:
     """Which tensors to feed, and which to elide as identical in kind to a fed one.
 
     Per-expert tensors of one layer that differ only in the expert index, with the same
     dtype and shape over a contiguous index range, go through the same loader path into
     the same fused parameter: only the first and last expert are fed (the range edges are
     where expert-id mapping could differ). Models whose parameters are per-expert
-    (`...experts.3.w1.weight`) are never elided.
+    (`...experts.3.w1.weight`) are never elided. With expert parallelism (`owner`: expert id ->
+    the EP rank that loads it) each rank's experts are a range of their own.
     """
     if any(_EXPERT.match(n) for n, _ in model.named_parameters()):
         return list(range(len(tensors))), {}
-    groups: dict[tuple[str, str], list[tuple[int, int, str, tuple]]] = {}
+    groups: dict[tuple[str, str, int], list[tuple[int, int, str, tuple]]] = {}
     for i, (name, dtype, shape) in enumerate(tensors):
         m = _EXPERT.match(name)
         if m:
-            groups.setdefault((m.group(1), m.group(3)), []).append((int(m.group(2)), i, dtype, tuple(shape)))
+            rank = (owner or {}).get(int(m.group(2)), 0)
+            groups.setdefault((m.group(1), m.group(3), rank), []).append((int(m.group(2)), i, dtype, tuple(shape)))
     elided: dict[str, str] = {}
     drop: set[int] = set()
     for members in groups.values():
@@ -111,6 +115,52 @@ def meta_tensor(dtype: str, shape: list[int]) -> Any:
     import torch
 
     return torch.empty(shape, dtype=getattr(torch, TORCH_DTYPES[dtype]), device="meta")
+
+
+# The name of vLLM's layerwise (online quantization) weight-loader wrapper.
+_ONLINE_LOADER = "online_process_loader"
+# Depth of layerwise replays in progress: their copies repeat loads already counted.
+_replaying = [0]
+
+
+@contextlib.contextmanager
+def _online_processing_on_meta() -> Iterator[list[str]]:
+    """Online quantization (`--quantization fp8` on a BF16 checkpoint, vLLM's layerwise
+    processing) buffers each layer's loads, then materializes the layer on the GPU, replays the
+    loads into it and quantizes it (process_weights_after_loading). Here the GPU is meta: the
+    layer is materialized on meta and the loads are replayed (shapes and loaders as on the GPU
+    box); the quantization itself computes from weight values (amax, scales) and is not run.
+    Yields the modules whose quantization was left out."""
+    try:
+        from vllm.model_executor.model_loader.reload import layerwise
+    except ImportError:
+        yield []
+        return
+    from .runtime_shim import meta_device_mode
+
+    original = layerwise._layerwise_process
+    left_out: list[str] = []
+
+    def on_meta(layer: Any, info: Any) -> None:
+        method: Any = getattr(layer, "quant_method", None)
+        online = bool(getattr(method, "uses_meta_device", False))
+        if online:
+            method.process_weights_after_loading = lambda _layer: left_out.append(getattr(layer, "prefix", ""))
+        _replaying[0] += 1
+        try:
+            with meta_device_mode():
+                original(layer, info)
+        finally:
+            _replaying[0] -= 1
+            if online:
+                with contextlib.suppress(AttributeError):
+                    del method.process_weights_after_loading
+
+    layerwise._layerwise_process = on_meta
+    try:
+        yield left_out
+    finally:
+        layerwise._layerwise_process = original
 
 
 class _Attribution:
@@ -231,6 +281,8 @@ class _Attribution:
 
     def _wrap(self, param: Any, name: str, loader: Any, had_own: bool) -> None:
         def attributed(*args: Any, **kwargs: Any) -> Any:
+            if _replaying[0]:
+                return loader(*args, **kwargs)  # a buffered load again (online quantization)
             late = self._handed_out(args, kwargs) if self._current is None else None
             self._in_loader += 1
             try:
@@ -247,6 +299,11 @@ class _Attribution:
                 self._fed(name, late)
             return result
 
+        if getattr(loader, "__name__", "") == _ONLINE_LOADER:
+            # vLLM unwraps its online-processing wrapper by name before it replays the
+            # buffered loads (reload/layerwise.py): this one unwraps with it.
+            attributed.__name__ = _ONLINE_LOADER
+            attributed.__wrapped__ = loader  # type: ignore[attr-defined]
         try:
             param.weight_loader = attributed
         except AttributeError:
@@ -265,6 +322,8 @@ class _Attribution:
 
         def copy_(dest: Any, *args: Any, **kwargs: Any) -> Any:
             out = original(dest, *args, **kwargs)
+            if _replaying[0]:
+                return out  # the buffered loads again (online quantization): counted when buffered
             with contextlib.suppress(Exception):
                 self._count_copied(dest, args[0] if args else kwargs.get("src"))
             if not self._in_loader and self._current is not None:
@@ -327,12 +386,20 @@ def run(
     was built for (this is rank 0 of it)."""
     import time
 
+    from . import expert_parallel
+
     started = time.perf_counter()
     result = DryRun()
-    keep, result.elided = plan_elision(model, tensors) if elide else (list(range(len(tensors))), {})
+    ep = expert_parallel.layout(model)
+    owner = ep.owner if ep is not None else None
+    keep, result.elided = plan_elision(model, tensors, owner) if elide else (list(range(len(tensors))), {})
     feed = _Feed([tensors[i] for i in keep], _Attribution(model))
     try:
-        with _recording_mapper_drops(feed.attribution, result.discarded), feed.attribution.watching_copies():
+        with (
+            _recording_mapper_drops(feed.attribution, result.discarded),
+            feed.attribution.watching_copies(),
+            _online_processing_on_meta(),
+        ):
             failed, replay = _load_resuming(model, feed, result, mtp_completeness)
         if replay:
             _replay_for_completeness(model, [t for t in feed.tensors if t[0] not in failed], result)
@@ -345,10 +412,48 @@ def run(
     # taking them all), was read as it is.
     result.held_back = {t: by for t, by in feed.attribution.held_back.items() if t not in result.fed}
     result.params_loaded_by_loader = feed.attribution.params_loaded_by_loader
-    result.truncated = _truncated(feed.tensors, feed.attribution.copied, tp)
+    result.truncated = _truncated(feed.tensors, feed.attribution.copied, tp, result.fed)
+    if ep is not None and ep.owner:
+        _other_ep_ranks(model, feed.tensors, ep, result)
     _attribute_elided(result)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _other_ep_ranks(model: Any, tensors: list[tuple[str, str, list[int]]], ep: Any, result: DryRun) -> None:
+    """The experts EP ranks 1..N-1 load, each fed to the model moved to that rank (rank 0 fed
+    everything already and took its own). Errors after the last tensor belong to the
+    completeness checks, which the whole feed on rank 0 answered."""
+    from . import expert_parallel
+
+    seen = {(e.tensor, e.message) for e in result.errors}
+    for rank in range(1, ep.size):
+        own = [tensors[i] for i in expert_parallel.owned_by(tensors, ep.owner, rank)]
+        if not own:
+            continue
+        sub = DryRun()
+        feed = _Feed(own, _Attribution(model))
+        try:
+            with (
+                expert_parallel.at_rank(ep.layers, rank),
+                feed.attribution.watching_copies(),
+                _recording_mapper_drops(feed.attribution, result.discarded),
+                _online_processing_on_meta(),
+            ):
+                _load_resuming(model, feed, sub, mtp_completeness=False)
+        finally:
+            feed.attribution.restore()
+        for tensor, params in feed.attribution.fed.items():
+            fed = result.fed.setdefault(tensor, [])
+            fed += [p for p in params if p not in fed]
+        result.params_loaded_by_loader |= feed.attribution.params_loaded_by_loader
+        for error in sub.errors:
+            if error.tensor is not None and (error.tensor, error.message) not in seen:
+                seen.add((error.tensor, error.message))
+                result.errors.append(error)
+        for tensor, by in feed.attribution.held_back.items():
+            if tensor not in result.fed:
+                result.held_back.setdefault(tensor, by)
 
 
 _DIGITS = re.compile(r"\d+")
@@ -475,19 +580,39 @@ def _replay_for_completeness(model: Any, clean: list[tuple[str, str, list[int]]]
         result.completeness_error = error_record(exc)
 
 
-def _truncated(tensors: list[tuple[str, str, list[int]]], copied: dict[str, int], tp: int) -> dict[str, list[int]]:
+def _truncated(
+    tensors: list[tuple[str, str, list[int]]], copied: dict[str, int], tp: int, fed: dict[str, list[str]] | None = None
+) -> dict[str, list[int]]:
     """Tensors of which some, but less than a rank's share (1/tp), reached parameters through
     copies of views of them. A tensor copied not at all (dequantized first, written another
-    way) is not judged: nothing says which of its elements were used."""
+    way) is not judged: nothing says which of its elements were used. Experts (a tensor that
+    feeds an `experts` parameter, per expert or fused) are split over DP x PCP x TP ranks
+    (vLLM's FusedMoEParallelConfig flattens them, sharded without EP, whole experts with it)."""
     out: dict[str, list[int]] = {}
+    experts_tp = tp * _flattened_across()
     for name, _dtype, shape in tensors:
         n = copied.get(name, 0)
         numel = 1
         for d in shape:
             numel *= d
-        if n > 0 and n * tp < numel:
+        into_experts = ".experts." in name or any(".experts." in p for p in (fed or {}).get(name, ()))
+        ranks = experts_tp if into_experts else tp
+        if n > 0 and n * ranks < numel:
             out[name] = [n, numel]
     return out
+
+
+def _flattened_across() -> int:
+    """DP x PCP: the ranks beside TP over which vLLM shards experts without EP."""
+    factor = 1
+    try:
+        from vllm.distributed import parallel_state
+    except ImportError:
+        return factor
+    for getter in ("get_dp_group", "get_pcp_group"):
+        with contextlib.suppress(Exception):
+            factor *= max(1, int(getattr(parallel_state, getter)().world_size))
+    return factor
 
 
 def _track_weights_loading(model: Any, result: DryRun, quantized: bool) -> None:

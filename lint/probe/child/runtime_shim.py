@@ -370,6 +370,10 @@ def meta_device_mode() -> Any:
     class MetaMode(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
             kwargs = dict(kwargs or {})
+            if _index_data[0]:
+                return func(*args, **kwargs)
+            if func in factories and _cpu_codes and sys._getframe(1).f_code in _cpu_codes:
+                return func(*args, **kwargs)
             if func in factories:
                 if func is torch.tensor or func is torch.as_tensor:
                     kwargs["device"] = meta
@@ -389,6 +393,76 @@ def meta_device_mode() -> Any:
             return func(*args, **kwargs)
 
     return MetaMode()
+
+
+# Depth of `computed_on_cpu` calls: while positive the meta mode lets tensors be real.
+_index_data = [0]
+
+# vLLM functions that compute small index tensors from the parallel layout alone, which later
+# code reads as data (`.item()`, `torch.nonzero`): EP's expert map, its mask and routing tables
+# (vLLM 0.33.0 ExpertMapManager: "device if device.type != 'meta' else cpu", its own answer to
+# a meta default device). (module, qualified name) per release line.
+INDEX_DATA_FUNCTIONS = (
+    ("vllm.model_executor.layers.fused_moe.expert_map_manager", "ExpertMapManager._calculate_expert_maps"),
+    ("vllm.model_executor.layers.fused_moe.expert_map_manager", "ExpertMapManager._init_routing_tables"),
+    # Releases before ExpertMapManager (0.10-0.2x) build the map in FusedMoE.__init__.
+    ("vllm.model_executor.layers.fused_moe.layer", "determine_expert_map"),
+)
+
+
+# Functions whose own allocations are real, wherever they were imported under their name:
+# topology queries that run a collective over the probe's one-process group and read the
+# answer (vLLM 0.33.0 `in_the_same_node_as`, asked by decode context parallelism's attention).
+INDEX_DATA_CALLERS = (("vllm.distributed.parallel_state", "in_the_same_node_as"),)
+_cpu_codes: set[Any] = set()
+
+
+def computed_on_cpu(fn: Any) -> Any:
+    """`fn` with the meta mode suspended: what it allocates is real CPU data (a few integers
+    per expert), so the code that reads it as data runs as on a GPU box. Weights stay meta."""
+    import functools
+
+    if getattr(fn, "_mtplint_on_cpu", False):
+        return fn
+
+    @functools.wraps(fn)
+    def on_cpu(*args: Any, **kwargs: Any) -> Any:
+        _index_data[0] += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _index_data[0] -= 1
+
+    on_cpu._mtplint_on_cpu = True  # type: ignore[attr-defined]
+    return on_cpu
+
+
+def install_index_data() -> None:
+    """Wrap INDEX_DATA_FUNCTIONS where this release has them, before a model is built (their
+    modules are imported here; a module-level function is looked up by name when called)."""
+    import importlib
+
+    for module_name, qualname in INDEX_DATA_FUNCTIONS:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:
+            continue
+        owner: Any = module
+        *path, name = qualname.split(".")
+        for part in path:
+            owner = getattr(owner, part, None)
+        fn = getattr(owner, name, None) if owner is not None else None
+        if fn is None or not callable(fn):
+            continue
+        setattr(owner, name, computed_on_cpu(fn))
+    for module_name, name in INDEX_DATA_CALLERS:
+        try:
+            fn = getattr(importlib.import_module(module_name), name, None)
+        except Exception:
+            continue
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            _cpu_codes.add(code)
 
 
 def install_inprocess_registry_inspection() -> None:
