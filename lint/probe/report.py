@@ -267,10 +267,16 @@ class ChildRequest(Request):
     tensors_file: str = ""
     draft_config_dir: str | None = None  # set: a draft from its own checkpoint (--draft)
     draft_tensors_file: str | None = None
+    # The model of the user's serve command as mtplint read it (the checkpoint it staged):
+    # the child confirms vLLM's parser reads the same.
+    serve_model: str | None = None
 
     def modelled(self) -> Request:
-        """What the report says was modelled: the request without its file paths."""
-        return Request(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Request)})
+        """What the report says was modelled: the request without its file paths (a draft's
+        name as written among them)."""
+        modelled = Request(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Request)})
+        modelled.speculative = {k: v for k, v in self.speculative.items() if k != "model"}
+        return modelled
 
     def to_json(self) -> dict[str, Any]:
         return typing.cast(dict[str, Any], _codec(ChildRequest)[1](self))

@@ -41,8 +41,16 @@ def platform_of(request: Request) -> dict[str, Any]:
         "sm": list(request.sm),
         "gpu_name": request.gpu_name,
         "gpu_memory": request.gpu_memory,
-        "gpus": max(8, request.tensor_parallel_size * request.pipeline_parallel_size),
+        "gpus": max(8, request.tensor_parallel_size * request.pipeline_parallel_size, _serve_world(request)),
     }
+
+
+def _serve_world(request: Request) -> int:
+    if not request.serve_argv:
+        return 1
+    from .engine_config import world_size_hint
+
+    return world_size_hint(list(request.serve_argv))
 
 
 def prepare(platform: dict[str, Any]) -> float:
@@ -130,8 +138,10 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
         from .frames import error_record
 
         report.config_error = error_record(exc)
+        report.request = request.modelled()  # the method vLLM resolved before it refused
         return report
     timings["construct"] = time.perf_counter() - t
+    report.request = request.modelled()  # what vLLM read: TP, PP, N, the method it resolved
     separate = bool(request.draft_config_dir)  # a draft from its own checkpoint (--draft)
     hf = built.spec_config.draft_model_config.hf_config
     report.models = {
