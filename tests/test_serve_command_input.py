@@ -84,9 +84,9 @@ def test_settings_keep_the_serve_command_as_written(tmp_path):
 
 def test_a_serve_args_file_is_linted_against_path(tmp_path):
     f = tmp_path / "serve.sh"
-    f.write_text("vllm serve org/model --speculative_config.num_speculative_tokens 3\n")
+    f.write_text("vllm serve -tp 2 --model org/model --speculative_config.num_speculative_tokens 3\n")
     s = load_settings(tmp_path, {"serve_args_file": str(f)})
-    assert s.serve_argv == (str(tmp_path), "--speculative_config.num_speculative_tokens", "3")
+    assert s.serve_argv == ("-tp", "2", "--model", str(tmp_path), "--speculative_config.num_speculative_tokens", "3")
 
 
 def test_the_serve_commands_draft_is_the_draft_linted(tmp_path):
