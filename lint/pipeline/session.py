@@ -208,6 +208,8 @@ def check_pinned(s: Settings, report: ProbeReport) -> None:
         "method": (read.speculative or {}).get("method", "mtp"),
     }
     for key, value in s.serve_pinned:
+        if key == "method" and str(value).endswith("_mtp"):
+            value = "mtp"  # vLLM rewrites a family's MTP method to mtp
         if key in seen and seen[key] != value:
             option = "--" + key.replace("_", "-")
             raise BadInput(
