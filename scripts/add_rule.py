@@ -7,7 +7,8 @@ Writes rules/MTP015.toml (code, name, severity, message, [relations], explanatio
 a `@check` stub (in lint/checks/<module>.py), tests/cases/MTP015.toml (a firing and a silent
 case to point at fixture recipes) and the README's rule-table row. The engine finds the
 check by name and orders the rule from its [relations]: nothing else is registered by hand.
-Then: fill the TODOs, `make record` (probes the new cases), `make test-fast`.
+Then: fill the TODOs, record the new cases' probe reports
+(`python scripts/record_reports.py --only ID ...`: a full `make record` re-probes every case), `make test-fast`.
 """
 
 from __future__ import annotations
@@ -125,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     for path in scaffold(opts.code, opts.name, opts.check_module):
         print(f"wrote {path.relative_to(ROOT)}")
-    print("next: fill the TODOs, `make record`, `make test-fast`")
+    print(
+        f"next: fill the TODOs, point tests/cases/{opts.code}.toml at fixture recipes, record only its cases "
+        f"(`python scripts/record_reports.py --only {opts.name}-fires {opts.name}-silent`), `make test-fast`"
+    )
     return 0
 
 

@@ -55,9 +55,9 @@ def probe_case(case: dict[str, Any]) -> dict[str, Any]:
         "args": case["args"],
         # Paths are this machine's build directories: the fast tier fills them in again.
         "inputs": {
-            **linted.inputs,
+            **linted.inputs.to_json(),
             "path": None,
-            **{k: None for k in ("target", "reference") if k in linted.inputs},
+            **{k: None for k in ("target", "reference") if k in linted.inputs.to_json()},
         },
         "report": normalize(linted.report.to_json()),
     }

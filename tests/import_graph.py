@@ -63,3 +63,37 @@ def cycles() -> list[list[str]]:
     reach = {m: reachable(m) for m in imports()}
     found = {frozenset({m} | {o for o in reach[m] if m in reach[o]}) for m in reach if m in reach[m]}
     return sorted(sorted(c) for c in found)
+
+
+def folder(module: str) -> str:
+    """The folder (package) a module lives in; a package's __init__ is its own folder. The
+    modules at the top of the package (`__main__`, `api`) are entry points, each its own."""
+    path = modules()[module]
+    if path.name == "__init__.py" or path.parent == PACKAGE:
+        return module
+    return module.rpartition(".")[0]
+
+
+@cache
+def folder_imports() -> dict[str, frozenset[str]]:
+    """Folder -> the other folders its modules import (mtplint.probe.child is a folder of its own)."""
+    graph: dict[str, set[str]] = {folder(m): set() for m in modules()}
+    for module, targets in imports().items():
+        graph[folder(module)].update(folder(t) for t in targets if folder(t) != folder(module))
+    return {f: frozenset(t) for f, t in graph.items()}
+
+
+def folder_cycles() -> list[list[str]]:
+    """Each set of folders that import one another, directly or not."""
+    graph = folder_imports()
+    reach: dict[str, set[str]] = {}
+    for start in graph:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        reach[start] = seen
+    found = {frozenset({f} | {o for o in reach[f] if f in reach[o]}) for f in reach if f in reach[f]}
+    return sorted(sorted(c) for c in found)

@@ -63,7 +63,9 @@ def test_scaffolded_rule_loads_orders_and_runs(tmp_path):
         "from fixtures.build import cached_build\n"
         "rec = read_recorded('dsv4-official-h100-n1')\n"
         "inv = load_inventory(cached_build('dsv4-flash-official'))\n"
-        "findings, evaluated = evaluate(inv, rec['report'], rec['inputs'])\n"
+        "from mtplint.core.run_inputs import RunInputs\n"
+        "inputs = RunInputs.from_json({**rec['inputs'], 'path': 'ckpt'})\n"
+        "findings, evaluated = evaluate(inv, rec['report'], inputs)\n"
         "print(json.dumps({'order': rule_order(load_rules()), 'codes': sorted({f.code for f in findings}),\n"
         "                  'messages': [f.message for f in findings if f.code == 'MTP099']}))\n"
     )

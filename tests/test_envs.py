@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from mtplint.config.schema import Settings
 from mtplint.core.errors import BadInput
 from mtplint.envs import provision, releases, store
 from mtplint.envs.resolve import probe_target, release_env
@@ -175,8 +174,8 @@ def test_pinned_release_is_the_default_environment():
 
     pinned = importlib.metadata.version("vllm")
     assert release_env(pinned) is None
-    assert probe_target(Settings(vllm_commit=pinned, quiet=True), None).python is None
-    assert probe_target(Settings(vllm_commit="0.31.0", quiet=True), "/some/python").python == "/some/python"
+    assert probe_target(None, vllm_commit=pinned, vllm_source=None, quiet=True).python is None
+    assert probe_target("/some/python", vllm_commit="0.31.0", vllm_source=None, quiet=True).python == "/some/python"
 
 
 def test_installer_choice(monkeypatch, tmp_path):

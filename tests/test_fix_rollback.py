@@ -96,8 +96,8 @@ def _add_note(inventory: Any, report: Any, findings: Any, *, options: Any = None
 def test_fixes(monkeypatch, probe_cache):
     from mtplint.fixer.catalog import FIXES, Fix
 
-    monkeypatch.setitem(FIXES, HARMLESS, Fix(HARMLESS, (), "a harmless config edit", _add_note))
-    monkeypatch.setitem(FIXES, HARMFUL, Fix(HARMFUL, (), "drops the MTP layer's exclusion", _drop_mtp_exclusion))
+    monkeypatch.setitem(FIXES, HARMLESS, Fix(HARMLESS, "a harmless config edit", _add_note))
+    monkeypatch.setitem(FIXES, HARMFUL, Fix(HARMFUL, "drops the MTP layer's exclusion", _drop_mtp_exclusion))
     monkeypatch.setenv("MTPLINT_CACHE_DIR", str(probe_cache))
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import pytest
 from mtplint.config.schema import Settings
 from mtplint.core.findings import Finding, Location
+from mtplint.core.run_inputs import RunInputs
 from mtplint.matrix.cells import Cell, combinations, works_on
 from mtplint.matrix.render import build_json, render_junit, render_text
 
@@ -27,7 +28,7 @@ def _finding(code: str, severity: str = "error") -> Finding:
 def _cell(version: str, n: int, *codes: str, severity: str = "error") -> Cell:
     return Cell(
         vllm={"version": version, "commit": "gabc"},
-        inputs={"num_speculative_tokens": n},
+        inputs=RunInputs(path="ckpt", num_speculative_tokens=n),
         axes={"vllm": version, "n": n, "gpu": None, "tp": 1},
         findings=[_finding(c, severity) for c in codes],
     )
@@ -77,7 +78,10 @@ def test_json_cells_carry_the_single_lint_finding_objects():
     assert [c["vllm"]["version"] for c in doc["cells"]] == ["0.29.0", "0.33.0"]
     f = doc["cells"][0]["findings"][0]
     assert f == json.loads(json.dumps(_finding("MTP010").to_dict(), default=str))
-    assert doc["cells"][1]["findings"] == [] and doc["cells"][0]["inputs"] == {"num_speculative_tokens": 1}
+    assert doc["cells"][1]["findings"] == [] and doc["cells"][0]["inputs"] == {
+        "path": "ckpt",
+        "num_speculative_tokens": 1,
+    }
 
 
 def test_junit_has_a_suite_per_vllm_and_a_case_per_cell():
@@ -147,7 +151,10 @@ def _fake_lint(
         if n in fail:
             raise BadInput(f"cell n={n} failed")
         result = SimpleNamespace(
-            vllm={"version": s.vllm_commit}, inputs={"num_speculative_tokens": n}, findings=[], probe={}
+            vllm={"version": s.vllm_commit},
+            inputs=RunInputs(path="ckpt", num_speculative_tokens=n),
+            findings=[],
+            probe={},
         )
         return SimpleNamespace(inventory=inventory, path_inventory=None, inputs=result.inputs, result=lambda: result)
 
@@ -213,7 +220,7 @@ def test_cells_side_by_side_keep_the_combinations_order_and_provision_first():
         prepare=lambda s: log.append(("prepare", s.vllm_commit)),
         inventory=inventory,
     )
-    assert [(c.vllm["version"], c.inputs["num_speculative_tokens"]) for c in cells] == [
+    assert [(c.vllm["version"], c.inputs.num_speculative_tokens) for c in cells] == [
         (v, n) for v in ("0.31.0", "0.33.0") for n in (1, 2, 3)
     ]
     assert log[:2] == [("prepare", "0.31.0"), ("prepare", "0.33.0")], "every vLLM provisioned before any cell"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from mtplint.core.errors import BadInput
 from mtplint.core.findings import Finding, Fixes, Location, RunResult
+from mtplint.core.run_inputs import RunInputs
 from mtplint.core.textsafe import json_safe, terminal_safe, terminal_safe_lines
 from mtplint.reporters import render
 from mtplint.reporters.github import step_summary
@@ -177,7 +178,7 @@ def evil_result() -> RunResult:
             for c, n in (("MTP001", "a"), ("MTP002", "b"), ("MTP005", "c"))
         ],
         vllm={"version": "0.33.0", "commit": f"abc{CLEAR}"},
-        inputs={"path": f"/models/{CLEAR}ckpt", "tag": EVIL},
+        inputs=RunInputs(path=f"/models/{CLEAR}ckpt", gpu=EVIL),
     )
 
 
@@ -243,7 +244,7 @@ def test_json_formats_parse_and_have_no_raw_control(evil_result, fmt):
     doc = json.loads(out)
     if fmt == "json":  # machine-readable: the names are exact
         assert doc["findings"][0]["location"]["tensor"] == f"{EVIL}.weight"
-        assert doc["inputs"]["tag"] == EVIL
+        assert doc["inputs"]["gpu"] == EVIL
     else:  # what a viewer displays is escaped, the data in properties is exact
         res = doc["runs"][0]["results"][0]
         assert res["message"]["text"].startswith("mtp\\x1b[2J")

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from mtplint.core.run_inputs import RunInputs
 from recorded_cases import read_recorded
 from test_input_hardening import assert_bad_input
 
@@ -43,7 +44,7 @@ def judged(path: Path, reference: Path | None, select: str = "MTP019,MTP020") ->
     from mtplint.cli.check import check_cmd
     from mtplint.config.settings import load_settings
     from mtplint.inventory.checkpoint import load_inventory
-    from mtplint.pipeline.reference import load_reference, reference_inputs
+    from mtplint.pipeline.reference import load_reference, reference_origin
     from mtplint.pipeline.session import judge
     from mtplint.probe.report import ProbeReport
     from mtplint.probe.runner import ProbeRequest
@@ -56,7 +57,9 @@ def judged(path: Path, reference: Path | None, select: str = "MTP019,MTP020") ->
     assert record is not None
     report = ProbeReport.from_json(record["report"])
     ref = load_reference(settings)
-    inputs = {**record["inputs"], "path": str(path), **reference_inputs(ref, settings.reference)}
+    inputs = RunInputs.from_json({**record["inputs"], "path": str(path)}).replace(
+        reference=reference_origin(ref, settings.reference)
+    )
     findings, _ = judge(
         path, load_inventory(path), report, inputs, ProbeRequest.replaying(report.request), settings, reference=ref
     )
@@ -158,7 +161,7 @@ def test_bits_per_weight_against_the_source_and_the_trunk(tmp_path, mtp, trunk, 
     artifact = load_inventory(_tiny(tmp_path / "a", mtp, trunk))
     source = load_inventory(_tiny(tmp_path / "s", "BF16"))
     report = read_recorded(SOURCE)["report"]  # MTP019/MTP020 read no probe fact
-    findings, _ = evaluate(artifact, report, {"path": "a"}, select=["MTP019", "MTP020"], reference=source)
+    findings, _ = evaluate(artifact, report, RunInputs(path="a"), select=["MTP019", "MTP020"], reference=source)
     if fires is None:
         assert findings == []
     else:
@@ -249,7 +252,7 @@ def test_a_module_only_the_mtp_block_has_is_held_against_the_trunks_matrices(tmp
     artifact = load_inventory(ckpt(tmp_path / "a", "F8_E4M3", trunk))
     source = load_inventory(ckpt(tmp_path / "s", "BF16", "BF16"))
     report = read_recorded(SOURCE)["report"]
-    findings, _ = evaluate(artifact, report, {"path": "a"}, select=["MTP019", "MTP020"], reference=source)
+    findings, _ = evaluate(artifact, report, RunInputs(path="a"), select=["MTP019", "MTP020"], reference=source)
     messages = [f.message for f in findings if f.code == "MTP019"]
     if fires:
         assert len(messages) == 1 and "below the 16 bits most of the trunk's matrices keep" in messages[0]

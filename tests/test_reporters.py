@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from mtplint.core.errors import BadInput
 from mtplint.core.findings import Finding, Fixes, Location, RunResult
+from mtplint.core.run_inputs import RunInputs
 from mtplint.engine.rule import RULE_DOCS_BASE, AppliesTo, Explanation, Rule, rule_doc_uri
 from mtplint.reporters import FORMATS, render
 from mtplint.reporters.github import escape_data, escape_property, render_github, write_step_summary
@@ -111,14 +112,14 @@ def result() -> RunResult:
         findings=[cause, warning, consequence],
         rules_evaluated=_evaluated("MTP001", "MTP002", "MTP005", "MTP007"),
         vllm={"version": "0.33.0", "commit": "4ba787ec9d1c2e0f7a6b5c4d3e2f1a0b9c8d7e6f"},
-        inputs={
-            "path": "/models/GLM-5-NVFP4",
-            "gpu": "NVIDIA H100 80GB HBM3",
-            "sm": "9.0",
-            "num_speculative_tokens": 3,
-            "tensor_parallel_size": 8,
-            "patches": [],
-        },
+        inputs=RunInputs(
+            path="/models/GLM-5-NVFP4",
+            gpu="NVIDIA H100 80GB HBM3",
+            sm="9.0",
+            num_speculative_tokens=3,
+            tensor_parallel_size=8,
+            patches=(),
+        ),
         probe={"cached": False, "seconds": 41.5},
     )
 
@@ -129,7 +130,7 @@ def clean() -> RunResult:
         findings=[],
         rules_evaluated=_evaluated("MTP001", "MTP002"),
         vllm={"version": "0.33.0", "commit": "4ba787ec9d"},
-        inputs={"path": "org/model"},
+        inputs=RunInputs(path="org/model"),
     )
 
 
@@ -256,7 +257,7 @@ def test_json_schema_rejects_bad_reports(result):
 
 def test_json_survives_non_json_evidence(result):
     result.findings[0].evidence["paths"] = {Path("a"), Path("b")}
-    result.inputs["path"] = Path("/models/x")
+    result.inputs = result.inputs.replace(path=Path("/models/x"))  # type: ignore[arg-type]
     doc = build_report(result)
     assert doc["findings"][0]["evidence"]["paths"] == ["a", "b"]
     assert doc["inputs"]["path"] == "/models/x"
@@ -387,7 +388,7 @@ def test_sarif_uri_prefix_and_config_line(result, tmp_path, sarif_validator):
             indent=2,
         )
     )
-    result.inputs["path"] = str(tmp_path)
+    result.inputs = result.inputs.replace(path=str(tmp_path))
     doc = build_sarif(result, RULES, uri_prefix="models/GLM 5/")
     sarif_validator.validate(doc)
     warn = next(r for r in doc["runs"][0]["results"] if r["ruleId"] == "MTP007")
@@ -434,7 +435,9 @@ def test_sarif_automation_id_names_the_matrix_cell(result, sarif_validator):
     doc = build_sarif(result, RULES)
     sarif_validator.validate(doc)
     assert doc["runs"][0]["automationDetails"]["id"] == "mtplint/gpu=NVIDIA_H100_80GB_HBM3/tp=8/n=3/vllm=0.33.0/"
-    result.inputs.update(gpu="b200", tensor_parallel_size=1, pipeline_parallel_size=2, num_speculative_tokens=1)
+    result.inputs = result.inputs.replace(
+        gpu="b200", tensor_parallel_size=1, pipeline_parallel_size=2, num_speculative_tokens=1
+    )
     assert build_sarif(result, RULES)["runs"][0]["automationDetails"]["id"] == (
         "mtplint/gpu=b200/tp=1/pp=2/n=1/vllm=0.33.0/"
     )
@@ -467,7 +470,7 @@ def repo(tmp_path, monkeypatch) -> Path:
 def test_sarif_and_annotations_are_relative_to_the_repository_and_on_the_entry(result, repo, sarif_validator):
     entry_line = 5  # {, "quantization_config": {, "ignore": [, "lm_head", "re:.*mtp.*"
     assert (repo / "config.json").read_text().splitlines()[entry_line - 1].strip() == '"re:.*mtp.*",'
-    result.inputs["path"] = str(repo)
+    result.inputs = result.inputs.replace(path=str(repo))
     result.findings = [_dead_entry("re:.*mtp.*"), result.findings[0]]
     prefix = repo_prefix(repo)
     assert prefix == "models/ckpt"  # the git top level, not the working directory

@@ -50,7 +50,7 @@ def lint_recorded(case: dict) -> tuple[int, dict]:
 
 @cache
 def _lint_recorded(case_id: str, case_json: str) -> tuple[int, dict]:
-    from mtplint.probe.child.gc_pause import gc_paused
+    from mtplint.core.gc_pause import gc_paused
 
     with gc_paused():  # as session.lint runs it: collections re-walking the rows were 40% of the time
         return _lint_paused(json.loads(case_json))
@@ -60,6 +60,7 @@ def _lint_paused(case: dict) -> tuple[int, dict]:
     from mtplint.cli.check import check_cmd
     from mtplint.config.settings import load_settings
     from mtplint.core.findings import SEVERITY_RANK
+    from mtplint.core.run_inputs import RunInputs
     from mtplint.pipeline.draft import load_draft
     from mtplint.pipeline.reference import load_reference
     from mtplint.pipeline.session import conclude
@@ -74,7 +75,7 @@ def _lint_paused(case: dict) -> tuple[int, dict]:
     params.pop("path")
     settings = load_settings(path, params)
     request = ProbeRequest.replaying(report.request)
-    inputs = {**record_inputs, "path": str(path)}
+    inputs = RunInputs.from_json({**record_inputs, "path": str(path)})
     draft, reference = load_draft(settings), load_reference(settings)  # as session.lint reads them
     linted = conclude(
         path, _inventory(case["recipe"]), report, request, settings, inputs, draft=draft, reference=reference

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from mtplint.core.cache_dirs import read_entry, write_entry
+from mtplint.core.run_inputs import RunInputs
 from mtplint.pipeline import verdict_cache
 from mtplint.probe import identity_memo
 from mtplint.probe.runner import vllm_identity
@@ -85,6 +86,19 @@ def test_full_output_of_a_recalled_lint_is_the_full_lints(remembered):
 
 
 @pytest.mark.probe
+def test_output_options_and_a_fix_dry_run_share_the_lints_verdict(remembered):
+    """How findings are shown (-v, --format json) or acted on (fix --dry-run) is not what they
+    are: one lint, one remembered verdict."""
+    ckpt, root, _ = remembered
+    for args in ([], ["-v"], ["--format", "json"], ["--output-format", "full"]):
+        assert lint(ckpt, root, *args).returncode == 1
+    env = {**os.environ, "MTPLINT_CACHE_DIR": str(root)}
+    fix = subprocess.run([*MTPLINT, "fix", str(ckpt), "--dry-run", "-q"], capture_output=True, text=True, env=env)
+    assert fix.returncode in (0, 1), fix.stderr
+    assert len(verdicts(root)) == 1
+
+
+@pytest.mark.probe
 def test_another_checkpoints_verdict_under_this_ones_name_decides_nothing(remembered, tmp_path):
     """A clean checkpoint's verdict, sealed, stored under the broken checkpoint's entry name:
     the entry's inputs (the checkpoint's signature) differ, so it is a miss and the lint says
@@ -124,7 +138,7 @@ def test_a_verdict_of_another_vllm_is_not_recalled(tmp_path, monkeypatch):
     pre = {"format": "x", "target": "sig"}
     identity = {"version": "0.33.0", "commit": "g1", "python": "py"}
     full = verdict_cache.full_inputs(pre, identity, {"sm": [9, 0]})
-    verdict_cache.store(pre, full, [], [], {"path": "p"}, {"version": "0.33.0"}, {"cached": False}, None, (1, 1))
+    verdict_cache.store(pre, full, [], [], RunInputs(path="p"), {"version": "0.33.0"}, {"cached": False}, None, (1, 1))
     entry = verdict_cache.candidate(pre)
     assert entry is not None
     assert verdict_cache.recall(entry, full) is not None
@@ -137,7 +151,7 @@ def test_an_unsealed_verdict_is_not_read(tmp_path, monkeypatch):
     monkeypatch.setenv("MTPLINT_CACHE_DIR", str(tmp_path / "cache"))
     pre = {"format": "x", "target": "sig"}
     full = verdict_cache.full_inputs(pre, {"version": "1"}, {})
-    verdict_cache.store(pre, full, [], [], {}, {}, {}, None, (0, 0))
+    verdict_cache.store(pre, full, [], [], RunInputs(path="p"), {}, {}, None, (0, 0))
     path = verdict_cache._entry(pre)
     body = read_entry(path)
     assert body is not None
@@ -229,6 +243,23 @@ def test_anything_the_verdict_depends_on_renames_its_entry(tmp_path, change):
     else:
         settings = settings.replace(num_speculative_tokens=2)
     assert verdict_cache.pre_inputs(target, settings, []) != before
+
+
+def test_only_the_settings_that_decide_findings_key_the_verdict(tmp_path):
+    from mtplint.config.settings import load_settings
+
+    target = _tiny_checkpoint(tmp_path / "target")
+    plain = verdict_cache.pre_inputs(target, load_settings(target, {}), [])
+    assert plain is not None
+    for shown in (
+        {"verbose": True},
+        {"formats": ["json"]},
+        {"quiet": True},
+        {"dry_run": True, "only": "set-mtp-depth"},
+    ):
+        assert verdict_cache.pre_inputs(target, load_settings(target, shown), []) == plain, shown
+    for decides in ({"select": ["MTP001"]}, {"gpu": "b200"}, {"tensor_parallel_size": 2}):
+        assert verdict_cache.pre_inputs(target, load_settings(target, decides), []) != plain, decides
 
 
 def test_a_reference_lint_is_never_remembered(tmp_path):

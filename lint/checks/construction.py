@@ -31,7 +31,7 @@ def tp_block_divisibility(ctx: Context, options: None) -> list[Hit]:
                     "module": model,
                     "dim": m.group(1),
                     "size": m.group(2),
-                    "tp": ctx.inputs.get("tensor_parallel_size"),
+                    "tp": ctx.inputs.tensor_parallel_size,
                     "block": m.group(4),
                 },
                 location=ctx.config_location("quantization_config"),
@@ -50,7 +50,7 @@ _UNMATCHED_LAYER = re.compile(r"Unable to find matching target for (\S*) in the 
 def _no_mtp_family(ctx: Context, message: str) -> bool:
     """vLLM asked for the target's own MTP block where its architecture has none (Llama, a
     target of separate EAGLE drafts): `Unsupported speculative method: 'mtp'`."""
-    return "Unsupported speculative method: 'mtp'" in message and not ctx.inputs.get("target")
+    return "Unsupported speculative method: 'mtp'" in message and not ctx.inputs.separate_draft
 
 
 # How vLLM's messages name a GPU-only package the probe environment may lack.

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.findings import Basis, Location, Severity
+from ..core.run_inputs import RunInputs
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
 from ..view.report_view import ReportView
@@ -60,9 +61,10 @@ class Hit:
 
 class Context(ReportView):
     def __init__(
-        self, inventory: Inventory, report: ProbeReport, inputs: dict[str, Any], reference: Inventory | None = None
+        self, inventory: Inventory, report: ProbeReport, inputs: RunInputs, reference: Inventory | None = None
     ):
-        super().__init__(inventory, report, inputs, reference)
+        super().__init__(inventory, report, reference)
+        self.inputs = inputs  # what this lint checked, under which serving settings
         # Filled by the engine from earlier rules' hits: evidence they claimed, and the
         # finding id standing for each cause (the first registered wins).
         self._claimed: set[tuple[str, str, str | None]] = set()

@@ -18,14 +18,14 @@ class DrafterOptions:
 
 @check(fields=("vllm_version", "why", "architecture", "method"), options=DrafterOptions)
 def drafter_served_as_draft_model(ctx: Context, options: DrafterOptions) -> list[Hit]:
-    if not ctx.inputs.get("target") or (ctx.report.request.speculative or {}).get("method") != "draft_model":
+    if not ctx.inputs.separate_draft or (ctx.report.request.speculative or {}).get("method") != "draft_model":
         return []
     archs = [a for a in ctx.inventory.config.get("architectures") or [] if isinstance(a, str)]
     for arch in archs:
         method = next((m for pattern, m in options.drafters if fnmatch.fnmatchcase(arch, pattern)), None)
         if method is None:
             continue
-        name = str(ctx.inputs.get("path") or "")
+        name = str(ctx.inputs.path or "")
         return [
             Hit(
                 key=arch,

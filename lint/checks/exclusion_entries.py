@@ -47,10 +47,14 @@ DEAD_IN_DRAFT = "matches no module vLLM builds for this draft"
 
 
 def _dead_verdict(ctx: Context) -> str:
-    return DEAD_IN_DRAFT if ctx.inputs.get("target") else DEAD
+    return DEAD_IN_DRAFT if ctx.inputs.separate_draft else DEAD
 
 
-@check(fields=("key", "entry", "verdict", "suggestion"), options=DeadEntryOptions)
+@check(
+    fields=("key", "entry", "verdict", "suggestion"),
+    options=DeadEntryOptions,
+    fixes=("rewrite-ignore-to-runtime-names", "ignore-expert-blocks-as-compared"),
+)
 def dead_exclusion_entries(ctx: Context, options: DeadEntryOptions) -> list[Hit]:
     """Dead entries, and (same rule, its own verdict) MTP-looking entries that exclude a
     large share of the target (catalog MTPL-025)."""

@@ -12,7 +12,7 @@ from .context import Cause, Context, Hit
 _EXAMPLES = 8
 
 
-@check(fields=("shard", "count", "mtp_count", "example", "index_note"))
+@check(fields=("shard", "count", "mtp_count", "example", "index_note"), fixes=("index-unindexed-shards",))
 def shards_outside_the_index(ctx: Context, options: None) -> list[Hit]:
     """One hit per shard in the inventory's `unindexed` (read from the listing and the shard headers,
     with or without a probe). An MTP-looking shard stands for the draft's empty parameters."""

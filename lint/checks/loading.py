@@ -26,7 +26,7 @@ def mtp_layers_missing(ctx: Context, options: None) -> list[Hit]:
     MiMo in vLLM 0.33.0) have no completeness check, so nothing raises: the missing layers
     draft from empty weights."""
     method = ctx.report.request.speculative.get("method", "mtp")
-    if method != "mtp" and (method not in _LAYER_COUNTED or ctx.inputs.get("target")):
+    if method != "mtp" and (method not in _LAYER_COUNTED or ctx.inputs.separate_draft):
         return []  # an EAGLE/DFlash/DSpark head of its own or a draft model: no MTP depth to count
     cfg = ctx.inventory.config
     key, expected = mtp_layout.vllm_depth(cfg)

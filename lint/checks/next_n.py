@@ -34,8 +34,8 @@ def next_n_kernel_support(ctx: Context, options: KernelOptions) -> list[Hit]:
     predicate = next((c.predicate for c in k.checks), "none in this vLLM")
     fields = {
         "next_n": k.next_n,
-        "n": ctx.inputs.get("num_speculative_tokens"),
-        "gpu": ctx.inputs.get("gpu"),
+        "n": ctx.inputs.num_speculative_tokens,
+        "gpu": ctx.inputs.gpu,
         "status": status,
         "predicate": predicate,
     }

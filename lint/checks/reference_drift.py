@@ -107,7 +107,7 @@ def _hit(
         for (ref, art, rb, ab, reason), n in sorted(changes.items(), key=lambda kv: (-kv[1], kv[0]))
     ]
     evidence: dict[str, Any] = {
-        "reference": ctx.inputs.get("reference") or str(ctx.reference.root if ctx.reference else ""),
+        "reference": ctx.inputs.reference or str(ctx.reference.root if ctx.reference else ""),
         "modules": [p.module for p in pairs[:10]],
         "bits_per_weight": {p.module: {"reference": p.reference_bits, "here": p.bits} for p in pairs[:5]},
     }

@@ -43,10 +43,10 @@ def _applies(ctx: Context, entry: dict[str, Any], n: int, method: str, sm: str |
     options=LimitOptions,
 )
 def speculative_tokens_rejected_by_release(ctx: Context, options: LimitOptions) -> list[Hit]:
-    n = ctx.inputs.get("num_speculative_tokens")
+    n = ctx.inputs.num_speculative_tokens
     # The method the probe requested (--method, or read from a separate draft's config).
-    method = (ctx.report.request.speculative or {}).get("method") or ctx.inputs.get("method") or "mtp"
-    sm = ctx.inputs.get("sm")
+    method = (ctx.report.request.speculative or {}).get("method") or ctx.inputs.method or "mtp"
+    sm = ctx.inputs.sm
     if not isinstance(n, int):
         return []
     hits: list[Hit] = []
@@ -59,7 +59,7 @@ def speculative_tokens_rejected_by_release(ctx: Context, options: LimitOptions) 
                 fields={
                     "n": n,
                     "method": method,
-                    "gpu": ctx.inputs.get("gpu") or f"SM {sm}",
+                    "gpu": ctx.inputs.gpu or f"SM {sm}",
                     "sm": sm,
                     "vllm_version": ctx.vllm_version,
                     "when": entry["when"],

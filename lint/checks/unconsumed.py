@@ -33,7 +33,7 @@ def tensors_consumed_by_nothing(ctx: Context, options: UnconsumedOptions) -> lis
     builds, are not findings."""
     if not ctx.every_model_built:
         return []
-    if ctx.inputs.get("target") and any(m == "draft" and e.tensor is None for m, e in ctx.load_errors()):
+    if ctx.inputs.separate_draft and any(m == "draft" and e.tensor is None for m, e in ctx.load_errors()):
         return []  # a separate draft's loader raised before reading its tensors (MTP008 says so)
     consumed: set[str] = set()
     for model in MODELS:
@@ -76,7 +76,7 @@ def _draft_is_the_target(ctx: Context) -> bool:
     """`--draft` names the target's own checkpoint (`"model"` set to the target's path, as DSpark
     deployments of DeepSeek-V4 do): the draft's dry run sees the whole checkpoint, and only the
     target's load puts its trunk anywhere."""
-    target, path = ctx.inputs.get("target"), ctx.inputs.get("path")
+    target, path = ctx.inputs.target, ctx.inputs.path
     if not target or not path:
         return False
     if target == path:

@@ -130,9 +130,13 @@ def token_list(v: Any) -> Any:
     raise ValueError("a list of strings")
 
 
-def _setting(default: Any, check: Check | None, scope: Scope = "command", key: str | None = None) -> Any:
-    """A settings field. `key`: its spelling in a settings file (None: not settable from a file)."""
-    return field(default=default, metadata={"check": check, "scope": scope, "key": key})
+def _setting(
+    default: Any, check: Check | None, scope: Scope = "command", key: str | None = None, *, output: bool = False
+) -> Any:
+    """A settings field. `key`: its spelling in a settings file (None: not settable from a file).
+    `output`: how findings are shown or acted on (format, verbosity, the fix's options), not which
+    findings a lint makes: left out of what a remembered verdict is keyed by (`lint_settings`)."""
+    return field(default=default, metadata={"check": check, "scope": scope, "key": key, "output": output})
 
 
 @dataclass(frozen=True)
@@ -166,23 +170,23 @@ class Settings:
     serve_command: tuple[str, ...] | None = _setting(None, token_list)
     no_cache: bool = _setting(False, flag)
     no_elision: bool = _setting(False, flag)
-    baseline: Path | None = _setting(None, optional_path)
-    write_baseline: Path | None = _setting(None, optional_path)
+    baseline: Path | None = _setting(None, optional_path, output=True)  # applied after the lint (policy)
+    write_baseline: Path | None = _setting(None, optional_path, output=True)
     # How a report is shown (the CLI; the API renders on request).
-    formats: tuple[Format, ...] = _setting((), format_list)
-    outputs: tuple[Path, ...] = _setting((), path_list)
-    output_format: OutputFormat | None = _setting(None, one_of("concise", "full"))
-    verbose: bool = _setting(False, flag)
-    statistics: bool = _setting(False, flag)
-    color: ColorMode | None = _setting(None, one_of("auto", "always", "never"))
-    repo_root: Path | None = _setting(None, optional_path)
-    quiet: bool = _setting(False, flag)
-    debug: bool = _setting(False, flag)
+    formats: tuple[Format, ...] = _setting((), format_list, output=True)
+    outputs: tuple[Path, ...] = _setting((), path_list, output=True)
+    output_format: OutputFormat | None = _setting(None, one_of("concise", "full"), output=True)
+    verbose: bool = _setting(False, flag, output=True)
+    statistics: bool = _setting(False, flag, output=True)
+    color: ColorMode | None = _setting(None, one_of("auto", "always", "never"), output=True)
+    repo_root: Path | None = _setting(None, optional_path, output=True)
+    quiet: bool = _setting(False, flag, output=True)
+    debug: bool = _setting(False, flag, output=True)
     # `mtplint fix`.
-    only: str | None = _setting(None, text)
-    dry_run: bool = _setting(False, flag)
-    drop_dead: bool = _setting(False, flag)
-    out: Path | None = _setting(None, optional_path)
+    only: str | None = _setting(None, text, output=True)
+    dry_run: bool = _setting(False, flag, output=True)
+    drop_dead: bool = _setting(False, flag, output=True)
+    out: Path | None = _setting(None, optional_path, output=True)
     # Derived by the loader, never given.
     serve_argv: tuple[str, ...] = _setting((), None)  # the serve command after `vllm serve`, for the probe
     serve_model: str | None = _setting(None, None)  # its model as read here (the checkpoint linted)
@@ -198,6 +202,12 @@ class Settings:
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
+
+    def lint_settings(self) -> dict[str, Any]:
+        """The settings that decide a lint's findings (every field not marked `output`): what a
+        remembered verdict is keyed by, so `-v`, `--format json`, `-q` and `fix --dry-run` of one
+        lint share it."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.metadata["output"]}
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}

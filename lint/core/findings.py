@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from .run_inputs import RunInputs
+
 # The closed sets of a finding (lint/reporters/report.schema.json enumerates the same).
 Severity = Literal["error", "warning", "info"]
 # "probe": vLLM itself produced the evidence; "knowledge": a hand-written table did, where the
@@ -75,7 +77,7 @@ class RunResult:
     findings: list[Finding]
     rules_evaluated: list[dict[str, Any]]  # [{code, name, severity, summary}]
     vllm: dict[str, Any]  # {version, commit}
-    inputs: dict[str, Any]  # {path, gpu, sm, num_speculative_tokens, tensor_parallel_size, patches}
+    inputs: RunInputs
     probe: dict[str, Any] = field(default_factory=dict)  # {cached, seconds, ...}
     # Set by mtplint.pipeline.policy after the checks: findings moved out of `findings` by the
     # project's [[suppress]] entries or a --baseline, suppressions that matched nothing, and

@@ -10,6 +10,7 @@ from ..checks import load_all
 from ..checks.context import Context, Hit
 from ..core.errors import MtplintError
 from ..core.findings import Finding, Fixes
+from ..core.run_inputs import RunInputs
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
 from .loader import load_rules
@@ -38,7 +39,7 @@ def selected(rules: dict[str, Rule], select: list[str] | None, ignore: list[str]
 def evaluate(
     inventory: Inventory,
     report: ProbeReport | Mapping[str, Any],
-    inputs: dict[str, Any],
+    inputs: RunInputs,
     *,
     select: list[str] | None = None,
     ignore: list[str] | None = None,
@@ -83,9 +84,19 @@ def _listed_fixes(rule: Rule, hit: Hit) -> Fixes:
 
 
 def artifact_fixes(rule: Rule, hit: Hit) -> list[str]:
-    """The rule's artifact fixes, narrowed to those the hit says apply to it."""
+    """The rule's artifact fixes, narrowed to those the hit says apply to it. A hit naming a fix
+    its rule file does not declare is an mtplint bug, not a fix to drop silently."""
     listed = rule.fixes.get("artifact", [])
-    return listed if hit.artifact_fixes is None else [f for f in listed if f in hit.artifact_fixes]
+    if hit.artifact_fixes is None:
+        return listed
+    undeclared = sorted(set(hit.artifact_fixes) - set(listed))
+    if undeclared:
+        raise MtplintError(
+            f"check {rule.check} names artifact fix(es) {', '.join(undeclared)} that {rule.code}'s "
+            "[fixes] artifact does not declare",
+            path=rule.source_file,
+        )
+    return [f for f in listed if f in hit.artifact_fixes]
 
 
 def _check_relations(rule: Rule, hit: Hit) -> None:

@@ -43,6 +43,7 @@ def parse_rule(text: str, source: str, checks: dict[str, CheckSpec] | None = Non
     _no_unknown(ex, {"what", "why", "example", "fix"}, "explanation.", source)
     fixes = data.get("fixes", {})
     _no_unknown(fixes, {"patches", "artifact"}, "fixes.", source)
+    _validate_check_fixes(spec, data["check"], list(fixes.get("artifact", [])), source)
     return Rule(
         code=data["code"],
         name=data["name"],
@@ -60,6 +61,16 @@ def parse_rule(text: str, source: str, checks: dict[str, CheckSpec] | None = Non
         applies_to=_typed(AppliesTo, data.get("applies_to", {}), "applies_to", source),
         source_file=source,
     )
+
+
+def _validate_check_fixes(spec: CheckSpec, name: str, declared: list[str], source: str) -> None:
+    """A fix id is declared once, in the rule file: a check may only narrow to declared ones."""
+    undeclared = sorted(spec.fixes - set(declared))
+    if undeclared:
+        raise RuleFileError(
+            f"check {name} names artifact fix(es) {', '.join(undeclared)}, which [fixes] artifact does not declare",
+            path=source,
+        )
 
 
 def _no_unknown(table: dict[str, Any], known: set[str], prefix: str, source: str) -> None:

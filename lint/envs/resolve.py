@@ -10,7 +10,6 @@ from pathlib import Path
 
 import click
 
-from ..config.schema import Settings
 from ..core.errors import BadInput
 from . import fetch, provision, releases, source, store
 
@@ -27,15 +26,16 @@ def announce(quiet: bool) -> provision.Say | None:
     return lambda msg: click.echo(f"mtplint: {msg}", err=True)
 
 
-def probe_target(s: Settings, python: str | None) -> Target:
+def probe_target(python: str | None, *, vllm_commit: str | None, vllm_source: str | Path | None, quiet: bool) -> Target:
     """python: --vllm-python as given (made absolute); it wins, and --vllm-commit is then
-    only checked against it, as before."""
-    wanted = s.vllm_commit
-    say = announce(bool(s.quiet))
+    only checked against it, as before. (The settings' fields, not the settings: this layer
+    sits below lint/config/, which asks it for interpreters.)"""
+    wanted = vllm_commit
+    say = announce(quiet)
     if python:
         return Target(python, wanted)
-    if s.vllm_source:
-        checkout = source.source(Path(s.vllm_source), wanted or "HEAD", say=say)
+    if vllm_source:
+        checkout = source.source(Path(vllm_source), wanted or "HEAD", say=say)
         checkout.touch()
         return Target(str(checkout.python), None)
     if not wanted:

@@ -1,6 +1,8 @@
 """Artifact-side fixes (`mtplint fix PATH --only ID`): id -> fix.
 
-The engine recommends a rule's artifact fix id only when it is registered here.
+Which rules a fix resolves is declared once, in the rule files' `[fixes] artifact`; every id
+declared there is registered here and every fix registered here is declared by a rule
+(tests/test_fixer.py holds the two to each other).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ PlanFn = Callable[..., list[Change]]
 @dataclass(frozen=True)
 class Fix:
     id: str
-    resolves: tuple[str, ...]  # rule codes
     summary: str
     plan: PlanFn
 
@@ -37,46 +38,36 @@ FIXES: dict[str, Fix] = {
     for f in (
         Fix(
             rewrite_ignore.ID,
-            ("MTP001",),
             "add the runtime-namespace entries a dead exclusion entry meant (keeps the original unless --drop-dead)",
             rewrite_ignore.plan,
         ),
         Fix(
             ignore_expert_blocks.ID,
-            ("MTP001",),
             "where a config compares its list with one on-disk name per block (DeepseekV4FP8Config's "
             "`ignore`): write that name into the list in place of the dead entries that miss it",
             ignore_expert_blocks.plan,
         ),
         Fix(
             ignore_mtp_block.ID,
-            ("MTP002", "MTP018"),
             "exclude the draft modules vLLM builds quantized but the checkpoint stores unquantized, or does not "
             "store at all where the proposer shares the target's (an MTP head)",
             ignore_mtp_block.plan,
         ),
         Fix(
             alias_head_embed.ID,
-            ("MTP004",),
             "DeepSeek-V4: add mtp.{i}.head.weight / mtp.{i}.emb.tok_emb.weight copies of the top-level "
             "head/embed in one new shard",
             alias_head_embed.plan,
         ),
         Fix(
             index_shards.ID,
-            ("MTP015",),
             "add the tensors of shards the index never names (a sidecar mtp.safetensors) to its weight_map",
             index_shards.plan,
         ),
         Fix(
             mtp_depth.ID,
-            ("MTP006",),
             "set the config's MTP depth to the MTP layers on disk (0 disables MTP)",
             mtp_depth.plan,
         ),
     )
 }
-
-
-def known(ids: list[str]) -> list[str]:
-    return [i for i in ids if i in FIXES]

@@ -68,7 +68,7 @@ def plan(
     ]
     if not aimed:
         return []
-    ctx = ReportView(inventory, report, {})
+    ctx = ReportView(inventory, report)
     config_file = inventory.config_path.name
     changes: list[Change] = []
     groups_by_key: dict[str, dict] = {}

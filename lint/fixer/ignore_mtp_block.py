@@ -33,7 +33,7 @@ def plan(
     lst = exclusion_list(inventory)
     if not wanted or lst is None:
         return []
-    ctx = ReportView(inventory, report, {})
+    ctx = ReportView(inventory, report)
     entries, notes = runtime_entries(ctx, lst, wanted, feeders(ctx), collapse=False)
     if not entries:
         return []

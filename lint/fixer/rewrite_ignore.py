@@ -35,7 +35,7 @@ def plan(
     lst = exclusion_list(inventory)
     if not dead or lst is None:
         return []
-    ctx = ReportView(inventory, report, {})
+    ctx = ReportView(inventory, report)
     feed = feeders(ctx)
     modules = ModuleNames(inventory.modules)
     drop_dead = options is not None and options.drop_dead

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..config.schema import Settings
 from ..core.findings import SEVERITY_RANK, Finding
+from ..core.run_inputs import RunInputs
 
 # Axis name -> the settings key a single lint reads it from.
 AXES = {"vllm": "vllm_commit", "n": "num_speculative_tokens", "gpu": "gpu", "tp": "tensor_parallel_size"}
@@ -20,7 +21,7 @@ AXES = {"vllm": "vllm_commit", "n": "num_speculative_tokens", "gpu": "gpu", "tp"
 @dataclass
 class Cell:
     vllm: dict[str, Any]
-    inputs: dict[str, Any]
+    inputs: RunInputs
     axes: dict[str, Any]  # this cell's value on each axis, as given
     findings: list[Finding] = field(default_factory=list)
     cached: bool = False
@@ -67,8 +68,8 @@ def run_matrix(
             linted = lint(path, cell_settings, inventory, progress)
             inventory = linted.path_inventory or linted.inventory
             cells.append(_cell(combo, linted))
-            if "target" in cells[-1].inputs:  # --draft: its hub revision resolved once too
-                settings = [cs.replace(draft=cells[-1].inputs["path"]) for cs in settings]
+            if cells[-1].inputs.separate_draft:  # --draft: its hub revision resolved once too
+                settings = [cs.replace(draft=cells[-1].inputs.path) for cs in settings]
         return cells
     return _side_by_side(path, combos, settings, lint, progress, jobs, inventory)
 
@@ -153,7 +154,7 @@ def _cell(combo: dict[str, Any], linted: Any) -> Cell:
     result = linted.result()
     return Cell(
         vllm=dict(result.vllm),
-        inputs=dict(result.inputs),
+        inputs=result.inputs,
         axes=combo,
         findings=list(result.findings),
         cached=bool(result.probe.get("cached")),

@@ -48,7 +48,7 @@ def build_json(cells: list[Cell], fail_on: str) -> dict[str, Any]:
         "cells": [
             {
                 "vllm": {"version": c.vllm.get("version"), "commit": c.vllm.get("commit")},
-                "inputs": c.inputs,
+                "inputs": c.inputs.to_json(),
                 "findings": [f.to_dict() for f in c.findings],
                 "probe": {"cached": c.cached},
             }

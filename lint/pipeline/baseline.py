@@ -109,7 +109,7 @@ def check_writable(file: Path) -> None:
 
 def write_baseline(file: Path, findings: list[Finding], result: RunResult) -> Baseline:
     """Record `findings` in `file` (atomically) and return it as the run's baseline."""
-    inputs = {k: v for k, v in (result.inputs or {}).items() if k not in ("path", "settings_files")}
+    inputs = result.inputs.to_json(without=("path", "settings_files"))
     entries = sorted((entry(f) for f in findings), key=lambda e: e["id"])
     doc = {
         "schema": SCHEMA,

@@ -41,7 +41,7 @@ def lint_with_policy(path: Path, s: Settings, progress: Any = None) -> tuple[Any
     policy = Policy.from_settings(s)  # before the probe: an unreadable --baseline is exit 2 at once
     linted = lint(path, s, progress=progress)
     result = linted.result()
-    result.inputs = {**result.inputs, "settings_files": s.settings_files}
+    result.inputs = result.inputs.replace(settings_files=tuple(s.settings_files))
     notes = policy.apply(result)  # [[suppress]] and --baseline: the findings left decide the exit code
     return linted, result, notes
 

@@ -17,7 +17,7 @@ from .baseline import Baseline, check_writable, read_baseline, write_baseline
 def apply(result: RunResult, suppressions: tuple[Suppression, ...] | list[Suppression]) -> list[Suppression]:
     """Move the findings a [[suppress]] entry accepts from result.findings to
     result.suppressed and record the unused suppressions on the result; returns those."""
-    checkpoint = str((result.inputs or {}).get("path") or "")
+    checkpoint = result.inputs.path
     active = [s for s in suppressions if s.applies_to(checkpoint)]
     used: set[int] = set()
     kept: list[Finding] = []

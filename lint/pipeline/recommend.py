@@ -1,6 +1,6 @@
-"""Which of a rule's fixes to recommend for one finding: only the runtime patches and
-artifact fixes this mtplint ships, and only patches that cover the finding's model, module
-and the probed vLLM version. Sits above the engine, beside the fixer and the patches."""
+"""Which of a rule's fixes to recommend for one finding: the artifact fixes its rule declares
+(narrowed by the hit), and only the runtime patches this mtplint ships that cover the finding's
+model, module and the probed vLLM version. Sits above the engine, beside the patches."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from ..checks.context import Hit
 from ..core.findings import Fixes
 from ..engine.evaluate import artifact_fixes
 from ..engine.rule import Rule
-from ..fixer import catalog as fix_catalog
 from ..patches import catalog as patch_catalog
 
 
@@ -17,5 +16,5 @@ def recommend(rule: Rule, hit: Hit, vllm_version: str) -> Fixes:
     path = next((hit.fields[k] for k in ("module", "param") if hit.fields.get(k) is not None), None)
     return Fixes(
         patches=patch_catalog.recommendable(rule.fixes.get("patches", []), vllm_version, model, path),
-        artifact=fix_catalog.known(artifact_fixes(rule, hit)),
+        artifact=artifact_fixes(rule, hit),
     )

@@ -50,9 +50,9 @@ def load_reference(s: Settings, progress: Any = None) -> Inventory | None:
     return inventory
 
 
-def reference_inputs(inventory: Inventory | None, given: str | None) -> dict[str, str]:
+def reference_origin(inventory: Inventory | None, given: str | None) -> str | None:
     """What the report's inputs say of the reference: its hub origin (hf://ORG/NAME@COMMIT,
-    never a token) or the path as given; nothing without one."""
+    never a token) or the path as given; None without one."""
     if inventory is None:
-        return {}
-    return {"reference": inventory.origin or str(given)}
+        return None
+    return inventory.origin or str(given)

@@ -6,16 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config.schema import Settings
 from ..core.errors import BadInput
 from ..core.findings import Finding, RunResult
+from ..core.run_inputs import RunInputs
 from ..inventory.model import Inventory
 from ..probe.report import ProbeReport
 from .draft import load_draft, speculative_request
-from .reference import load_reference, reference_inputs
+from .reference import load_reference, reference_origin
 from .serve_command import serve_command
+
+if TYPE_CHECKING:
+    from ..envs.resolve import Target
 
 
 @dataclass
@@ -27,7 +31,7 @@ class Linted:
     _report: ProbeReport | None
     findings: list[Finding]
     evaluated: list[dict[str, Any]]  # [{code, name, severity, summary}] of the rules run
-    inputs: dict[str, Any]
+    inputs: RunInputs
     request: Any
     vllm: dict[str, Any]  # {version, commit}
     probe: dict[str, Any]  # {cached, seconds}
@@ -80,8 +84,8 @@ def lint(
     inventory: use this one instead of reading PATH (mtplint fix: a hub fix's files over its snapshot).
     An unchanged checkpoint linted again with the same settings and vLLM gets its remembered
     findings (verdict_cache) without reading its inventory or probe report."""
+    from ..core.gc_pause import gc_paused
     from ..core.progress import settle
-    from ..probe.child.gc_pause import gc_paused
 
     # The cyclic collector paused: a lint reads and indexes hundreds of thousands of small,
     # acyclic objects (memo rows, the report's attribution), and each collection re-walked all
@@ -103,7 +107,6 @@ def _lint(
     inventory: Inventory | None,
     recall: bool,
 ) -> Linted:
-    from ..envs.resolve import interpreter_path, probe_target
     from ..patches.catalog import PATCHES
     from ..probe import cache
     from ..probe.memory_cap import resolve_limit
@@ -129,7 +132,7 @@ def _lint(
         check_config(draft[0])  # the draft's bad values name its own config.json
     # Header-only and never probed: vLLM does not see it, so the probe cache key need not either.
     reference = load_reference(s, _header_progress(Path(s.reference or ""), progress))
-    target = probe_target(s, interpreter_path(s.vllm_python))  # provisions --vllm-commit X on first use
+    target = _probe_target(s)  # provisions --vllm-commit X on first use
     python = target.python
     identity = vllm_identity(python)
     check_vllm_commit(target.wanted, identity)
@@ -169,15 +172,15 @@ def _lint(
     explain_depth_zero(inventory, report.config_error)  # after the store: the cache keeps vLLM's words
     check_pinned(s, report)
     read = report.request  # what vLLM read: a serve command's TP, PP and N as vLLM parses them
-    inputs = {
-        "path": inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT
-        "gpu": gpu.key,
-        "sm": f"{gpu.sm[0]}.{gpu.sm[1]}",
-        "num_speculative_tokens": read.num_speculative_tokens,
-        "tensor_parallel_size": read.tensor_parallel_size,
-        "pipeline_parallel_size": read.pipeline_parallel_size,
-        "patches": request.patches,
-    }
+    inputs = RunInputs(
+        path=inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT
+        gpu=gpu.key,
+        sm=f"{gpu.sm[0]}.{gpu.sm[1]}",
+        num_speculative_tokens=read.num_speculative_tokens,
+        tensor_parallel_size=read.tensor_parallel_size,
+        pipeline_parallel_size=read.pipeline_parallel_size,
+        patches=tuple(request.patches),
+    )
     linted = conclude(path, inventory, report, request, s, inputs, draft=draft, reference=reference)
     if pre is not None and full is not None:
         verdict_cache.store(
@@ -279,22 +282,21 @@ def conclude(
     report: ProbeReport,
     request: Any,
     s: Settings,
-    inputs: dict[str, Any],
+    inputs: RunInputs,
     *,
     draft: tuple[Inventory, str | None] | None,
     reference: Inventory | None,
 ) -> Linted:
     """From a probe report to the lint's findings: what lint() does once the probe answered, and
     what the fast test tier replays on recorded reports (tests/test_rule_cases_fast.py)."""
-    inputs = {**inputs, **reference_inputs(reference, s.reference)}
+    inputs = inputs.replace(reference=reference_origin(reference, s.reference))
     target_inventory = inventory
     if draft:
         # The draft is the checkpoint linted: findings name its files.
-        target_name = inputs["path"]
         path, inventory = Path(s.draft or ""), draft[0]
         # The method vLLM resolved (the probe records it), else the one asked for.
         method = (report.request.speculative or {}).get("method") or draft[1]
-        inputs = {**inputs, "path": inventory.origin or str(path), "target": target_name, "method": method}
+        inputs = inputs.replace(path=inventory.origin or str(path), target=inputs.path, method=method)
     findings, evaluated = judge(path, inventory, report, inputs, request, s, reference=reference)
     rules = [{"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary} for r in evaluated]
     return Linted(
@@ -331,9 +333,15 @@ def provision(s: Settings) -> None:
     """Provision (or find) the probe environment a lint with these settings probes. A matrix
     calls it for each vLLM before its cells run side by side: two lints must never install
     one environment at the same time."""
+    _probe_target(s)
+
+
+def _probe_target(s: Settings) -> Target:
     from ..envs.resolve import interpreter_path, probe_target
 
-    probe_target(s, interpreter_path(s.vllm_python))
+    return probe_target(
+        interpreter_path(s.vllm_python), vllm_commit=s.vllm_commit, vllm_source=s.vllm_source, quiet=bool(s.quiet)
+    )
 
 
 def _header_progress(path: Path, progress: Callable[[str], None] | None) -> Callable[[int, int], None] | None:
@@ -358,7 +366,7 @@ def judge(
     path: Path,
     inventory: Inventory,
     report: ProbeReport,
-    inputs: dict[str, Any],
+    inputs: RunInputs,
     request: Any,
     s: Settings,
     *,
@@ -380,10 +388,10 @@ def judge(
         reference=reference,
     )
     for f in findings:
-        if inputs.get("target"):
+        if inputs.separate_draft:
             # The fixes rewrite a checkpoint linted on its own and patch vLLM's MTP drafts:
             # neither applies to a separate draft (its re-lint would lose the target).
             f.fixes.patches, f.fixes.artifact = [], []
         if f.fixes.patches:
-            f.fixes.serve = serve_command(inputs.get("path") or path, request, f.fixes.patches)
+            f.fixes.serve = serve_command(inputs.path or path, request, f.fixes.patches)
     return findings, evaluated

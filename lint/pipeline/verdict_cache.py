@@ -28,6 +28,7 @@ from typing import Any
 from ..config.schema import Settings
 from ..core.cache_dirs import cache_root, read_entry, write_entry
 from ..core.findings import Finding, Fixes, Location
+from ..core.run_inputs import RunInputs
 from ..core.versions import __version__
 
 _FORMAT = "mtplint-verdict-v1"
@@ -39,7 +40,7 @@ class Remembered:
 
     findings: list[Finding]
     evaluated: list[dict[str, Any]]
-    inputs: dict[str, Any]
+    inputs: RunInputs
     vllm: dict[str, Any]
     probe: dict[str, Any]
     origin: str | None
@@ -77,7 +78,7 @@ def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | 
             "remote_code": _code_stamps(path) + (_code_stamps(Path(s.draft)) if s.draft else []),
             "fix_leftovers": LocalShards(path).fix_leftovers(),
             "draft_fix_leftovers": draft_leftovers,
-            "settings": dataclasses.asdict(s),
+            "settings": s.lint_settings(),
             "patches": list(patches),
         }
     )
@@ -152,7 +153,7 @@ def store(
     full: dict[str, Any],
     findings: list[Finding],
     evaluated: list[dict[str, Any]],
-    inputs: dict[str, Any],
+    inputs: RunInputs,
     vllm: dict[str, Any],
     probe: dict[str, Any],
     origin: str | None,
@@ -163,7 +164,7 @@ def store(
     payload = {
         "findings": [dataclasses.asdict(f) for f in findings],
         "evaluated": evaluated,
-        "inputs": inputs,
+        "inputs": inputs.to_json(),
         "vllm": vllm,
         "probe": probe,
         "origin": origin,
@@ -189,7 +190,7 @@ def _decode(payload: dict[str, Any]) -> Remembered:
     return Remembered(
         findings=findings,
         evaluated=list(payload["evaluated"]),
-        inputs=dict(payload["inputs"]),
+        inputs=RunInputs.from_json(payload["inputs"]),
         vllm=dict(payload["vllm"]),
         probe=dict(payload["probe"]),
         origin=payload["origin"],

@@ -253,9 +253,42 @@ class Request:
     # ({"method": "eagle3"}), or a drafter the target carries that is not MTP ({"method":
     # "dspark"}, no --draft). Empty: the checkpoint's own MTP block (`"method": "mtp"`).
     speculative: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
-    # The user's own `vllm serve` command after `vllm serve` (the model path first), parsed
-    # by the probed vLLM's own parser; the fields above are its defaults (shorthands).
+    # The user's own `vllm serve` command after `vllm serve`, as written, parsed by the probed
+    # vLLM's own parser; the fields above are its defaults where it leaves a flag out.
     serve_argv: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
+
+    def platform(self) -> dict[str, Any]:
+        """The part of a request that is fixed at import time: the GPU the platform shim stands in
+        (vLLM modules bind `current_platform` when they are imported). A probe worker serves
+        only requests with the platform it was started with."""
+        return {
+            "sm": list(self.sm),
+            "gpu_name": self.gpu_name,
+            "gpu_memory": self.gpu_memory,
+            "gpus": max(8, self.tensor_parallel_size * self.pipeline_parallel_size, _serve_world(self.serve_argv)),
+        }
+
+
+def _serve_world(argv: list[str]) -> int:
+    """The GPU count the platform shim must offer for a serve command, before vLLM reads it
+    (the platform is fixed when vLLM is imported): the product of the largest TP and PP values
+    the command spells out. It only sizes the fake platform; the probe models what vLLM reads."""
+    sizes = {"tp": 1, "pp": 1}
+    names = {
+        "-tp": "tp",
+        "--tensor-parallel-size": "tp",
+        "--tensor_parallel_size": "tp",
+        "-pp": "pp",
+        "--pipeline-parallel-size": "pp",
+        "--pipeline_parallel_size": "pp",
+    }
+    for i, token in enumerate(argv):
+        flag, eq, inline = token.partition("=")
+        if flag in names:
+            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            if value.isdigit():
+                sizes[names[flag]] = max(sizes[names[flag]], int(value))
+    return sizes["tp"] * sizes["pp"]
 
 
 @dataclass

@@ -24,12 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput, ProbeFailure
+from ..core.gc_pause import gc_paused
 from ..core.launch_env import child_environ
 from ..core.signals import terminating_signals_raise
 from ..inventory.model import Inventory
 from . import cache, phases, staged_headers, workers
-from .child.entry import platform_of
-from .child.gc_pause import gc_paused
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale
 from .memory_cap import format_size, tree_rss
 from .report import SCHEMA_VERSION, ChildRequest, ProbeReport, Request
@@ -288,7 +287,7 @@ def _run_child(
         proc: subprocess.Popen | workers.WarmChild | None = workers.launch(
             python=python,
             identity=request.identity or {},
-            platform=platform_of(request.modelled()),
+            platform=request.modelled().platform(),
             env=env,
             argv=[str(req_file), str(report_file)],
             cwd=tmp,

@@ -133,7 +133,7 @@ def suppressed_text(result: RunResult) -> str:
 
 
 def checkpoint_name(result: RunResult) -> str:
-    return str((result.inputs or {}).get("path") or "checkpoint").rstrip("/") or "/"
+    return str(result.inputs.path or "checkpoint").rstrip("/") or "/"
 
 
 def jsonable(value: Any) -> Any:

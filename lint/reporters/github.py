@@ -69,7 +69,7 @@ def render_github(result: RunResult, rules: dict[str, Rule] | None = None, *, ur
     roots, _ = consequence_tree(result.findings)
     root_ids = {f.id for f in roots}
     ordered = sorted(result.findings, key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), f.id not in root_ids))
-    where = SourceLines((result.inputs or {}).get("path"))
+    where = SourceLines(result.inputs.path)
     lines = [
         annotation(f, uri_prefix=uri_prefix, path=path, cause=by_id.get(f.caused_by or ""), lines=where)
         for f in ordered

@@ -26,7 +26,7 @@ def build_report(result: RunResult) -> dict[str, Any]:
         "schema": SCHEMA_ID,
         "mtplint": __version__,
         "vllm": {"version": (result.vllm or {}).get("version"), "commit": (result.vllm or {}).get("commit")},
-        "inputs": dict(result.inputs or {}),
+        "inputs": result.inputs.to_json(),
         "findings": [f.to_dict() for f in result.findings],
         "rules_evaluated": [dict(r) for r in result.rules_evaluated],
         "summary": severity_counts(result.findings),

@@ -39,7 +39,7 @@ def build_suite(result: RunResult, *, fail_on: str = "error", label: str | None 
         "mtplint.version": __version__,
         "vllm.version": (result.vllm or {}).get("version"),
         "vllm.commit": (result.vllm or {}).get("commit"),
-        **{f"input.{k}": v for k, v in (result.inputs or {}).items()},
+        **{f"input.{k}": v for k, v in result.inputs.to_json().items()},
     }
     return TestSuite(
         name=terminal_safe(path if label is None else label),

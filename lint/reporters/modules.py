@@ -36,7 +36,7 @@ def draft_modules(inventory: Inventory, report: ProbeReport | Any, findings: lis
 
     if not isinstance(report, ProbeReport):
         report = ProbeReport.from_json(dict(report))
-    ctx = ReportView(inventory, report, {})
+    ctx = ReportView(inventory, report)
     ondisk: dict[str, set[str]] = {}
     for module, model, prefix in ctx.ondisk_to_runtime:
         if model == "draft":

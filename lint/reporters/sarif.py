@@ -43,7 +43,7 @@ def build_sarif(
     result: RunResult, rules: dict[str, Rule], *, uri_prefix: str = "", uri_base_id: str = "%SRCROOT%"
 ) -> dict:
     descriptors, index = _descriptors(result, rules)
-    lines = SourceLines(result.inputs.get("path") if result.inputs else None)
+    lines = SourceLines(result.inputs.path)
     by_id = {f.id: f for f in result.findings}
     _, children = consequence_tree(result.findings)
     locate = partial(_location, lines=lines, uri_prefix=uri_prefix, uri_base_id=uri_base_id)
@@ -66,7 +66,7 @@ def build_sarif(
         "automationDetails": {"id": automation_id(result)},
         "columnKind": "unicodeCodePoints",
         **({"invocations": [unused_suppressions_invocation(result)]} if result.unused_suppressions else {}),
-        "properties": _plain({"vllm": result.vllm or {}, "inputs": result.inputs or {}}),
+        "properties": _plain({"vllm": result.vllm or {}, "inputs": result.inputs.to_json()}),
     }
     return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 
@@ -168,13 +168,13 @@ def automation_id(result: RunResult, checkpoint: str | None = None) -> str:
     TP sizes or vLLM releases keep their own alerts instead of closing each other's.
     checkpoint: several checkpoints in one log (`mtplint check A B`) each get a `ckpt=` part,
     since code scanning refuses a file with two runs of one tool in one category."""
-    inputs, vllm = result.inputs or {}, result.vllm or {}
+    inputs, vllm = result.inputs, result.vllm or {}
     parts = [
         ("ckpt", checkpoint),
-        ("gpu", inputs.get("gpu")),
-        ("tp", inputs.get("tensor_parallel_size")),
-        ("pp", inputs.get("pipeline_parallel_size") if (inputs.get("pipeline_parallel_size") or 1) > 1 else None),
-        ("n", inputs.get("num_speculative_tokens")),
+        ("gpu", inputs.gpu),
+        ("tp", inputs.tensor_parallel_size),
+        ("pp", inputs.pipeline_parallel_size if (inputs.pipeline_parallel_size or 1) > 1 else None),
+        ("n", inputs.num_speculative_tokens),
         ("vllm", vllm.get("version")),
     ]
     # A value is one path segment: a slash or space in it would move the category boundary.

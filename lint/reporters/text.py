@@ -66,7 +66,7 @@ class _View:
         self.paint = paint
         self.root = checkpoint_name(result)
         self.roots, self.children = consequence_tree(result.findings)
-        self.lines = SourceLines((result.inputs or {}).get("path"))
+        self.lines = SourceLines(result.inputs.path)
 
     def where(self, f: Finding) -> str:
         """`path:line` or `path`, the path as the reader's shell sees it."""

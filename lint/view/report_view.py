@@ -55,12 +55,9 @@ def _common_prefix_len(a: str, b: str) -> int:
 
 
 class ReportView:
-    def __init__(
-        self, inventory: Inventory, report: ProbeReport, inputs: dict[str, Any], reference: Inventory | None = None
-    ):
+    def __init__(self, inventory: Inventory, report: ProbeReport, reference: Inventory | None = None):
         self.inventory = inventory
         self.report = report
-        self.inputs = inputs
         # The source checkpoint's inventory (--reference; never probed), else None.
         self.reference = reference
         # Checks ask these once per fed tensor and parameter (hundreds of thousands on a

@@ -273,28 +273,6 @@ def _record_read(request: ChildRequest, vllm_config: Any) -> None:
             )
 
 
-def world_size_hint(argv: list[str]) -> int:
-    """The GPU count the platform shim must offer for a serve command, before vLLM reads it
-    (the platform is fixed when vLLM is imported): the product of every TP and PP value the
-    command spells out. It only sizes the fake platform; the probe models what vLLM reads."""
-    sizes = {"tp": 1, "pp": 1}
-    names = {
-        "-tp": "tp",
-        "--tensor-parallel-size": "tp",
-        "--tensor_parallel_size": "tp",
-        "-pp": "pp",
-        "--pipeline-parallel-size": "pp",
-        "--pipeline_parallel_size": "pp",
-    }
-    for i, token in enumerate(argv):
-        flag, eq, inline = token.partition("=")
-        if flag in names:
-            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-            if value.isdigit():
-                sizes[names[flag]] = max(sizes[names[flag]], int(value))
-    return sizes["tp"] * sizes["pp"]
-
-
 def _version() -> str:
     import vllm
 

@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from ..report import ChildRequest, Model, ModelInfo, ParamInfo, PatchRecord, ProbeReport, Quant, Request, VllmIdentity
+from ..report import ChildRequest, Model, ModelInfo, ParamInfo, PatchRecord, ProbeReport, Quant, VllmIdentity
 
 
 def _params(model: Any) -> dict[str, ParamInfo]:
@@ -31,26 +31,6 @@ def _params(model: Any) -> dict[str, ParamInfo]:
 
 def _model_class(model: Any) -> str | None:
     return None if model is None else f"{type(model).__module__}.{type(model).__qualname__}"
-
-
-def platform_of(request: Request) -> dict[str, Any]:
-    """The part of a request that is fixed at import time: the GPU the platform shim stands in
-    (vLLM modules bind `current_platform` when they are imported). A probe worker serves
-    only requests with the platform it was started with."""
-    return {
-        "sm": list(request.sm),
-        "gpu_name": request.gpu_name,
-        "gpu_memory": request.gpu_memory,
-        "gpus": max(8, request.tensor_parallel_size * request.pipeline_parallel_size, _serve_world(request)),
-    }
-
-
-def _serve_world(request: Request) -> int:
-    if not request.serve_argv:
-        return 1
-    from .engine_config import world_size_hint
-
-    return world_size_hint(list(request.serve_argv))
 
 
 def prepare(platform: dict[str, Any]) -> float:
@@ -91,7 +71,7 @@ def _prepare_cold(request: ChildRequest) -> float:
     from .. import phases
 
     phases.emit("importing vLLM")
-    return prepare(platform_of(request))
+    return prepare(request.platform())
 
 
 def probe(request: ChildRequest, *, prepared: bool = False) -> ProbeReport:
@@ -100,7 +80,7 @@ def probe(request: ChildRequest, *, prepared: bool = False) -> ProbeReport:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     timings["import"] = 0.0 if prepared else _prepare_cold(request)
-    from .gc_pause import gc_paused
+    from ...core.gc_pause import gc_paused
 
     with gc_paused():  # cold or forked alike: from here on the same code on the same state
         report = _probe(request, timings, t0)
@@ -343,7 +323,7 @@ def answer(request_path: str, report_path: str, *, prepared: bool) -> int:
     with open(request_path) as f:
         request = ChildRequest.from_json(json.load(f))
     report = probe(request, prepared=prepared)
-    from .gc_pause import gc_paused
+    from ...core.gc_pause import gc_paused
 
     tmp = report_path + ".tmp"
     with gc_paused(), open(tmp, "w") as f:
