@@ -77,20 +77,6 @@ def test_draft_without_config(target, tmp_path):
     assert_bad_input(run(str(target), "--draft", str(d)), "config.json", "--draft")
 
 
-def test_method_contradicting_the_architectures(target, tmp_path):
-    d = _draft_dir(tmp_path, ["LlamaForCausalLMEagle3"])
-    assert_bad_input(run(str(target), "--draft", str(d), "--method", "eagle"), "config.json", "--method eagle3")
-
-
-def test_a_draft_vllm_cannot_place_is_a_draft_model(tmp_path):
-    # vLLM's own default (config/speculative.py): no method given and nothing in the name,
-    # architectures or model_type that names one: `draft_model`.
-    from mtplint.inventory.checkpoint import load_inventory
-    from mtplint.pipeline.draft import method_for
-
-    assert method_for(load_inventory(_draft_dir(tmp_path, ["LlamaForCausalLM"])), None) == "draft_model"
-
-
 def test_a_value_vllm_cannot_take_names_the_draft_config(target, tmp_path):
     d = _draft_dir(tmp_path, ["LlamaForCausalLMEagle3"])
     (d / "config.json").write_text(
@@ -130,39 +116,6 @@ def test_methods_in_source_expand_aliases():
     )
     assert methods_in_source(source) == ("ngram", "eagle", "x_mtp", "mtp", "dspark")
     assert methods_in_source("X = 1\n") is None
-
-
-@pytest.mark.parametrize(
-    ("architectures", "model_type", "method"),
-    [
-        (["LlamaForCausalLMEagle3"], "llama", "eagle3"),
-        (["Eagle3Qwen3ForCausalLM"], "qwen3", "eagle3"),
-        (["EagleLlamaForCausalLM"], "llama", "eagle"),
-        (["Gemma4AssistantForCausalLM"], "gemma4_assistant", "mtp"),
-        ([], "gemma4_unified_assistant", "mtp"),
-        (["DFlashDraftModel"], "qwen3", "dflash"),
-        (["DFlash2DraftModel"], "qwen3", "dflash"),
-        (["Qwen3DSparkModel"], "qwen3", "dspark"),
-        (["DSparkDraftModel"], "qwen3", "dspark"),
-        (["Gemma4DSparkModel"], "gemma4", "dspark"),
-        (["Qwen3ForCausalLM"], "qwen3", "draft_model"),
-    ],
-)
-def test_method_read_from_the_draft_config(tmp_path, architectures, model_type, method):
-    from mtplint.inventory.checkpoint import load_inventory
-    from mtplint.pipeline.draft import method_for
-
-    d = _draft_dir(tmp_path, architectures)
-    (d / "config.json").write_text(json.dumps({"architectures": architectures, "model_type": model_type}))
-    assert method_for(load_inventory(d), None) == method
-
-
-def test_method_of_a_plain_llama_head_read_from_its_name_as_vllm_does(tmp_path):
-    from mtplint.inventory.checkpoint import load_inventory
-    from mtplint.pipeline.draft import method_for
-
-    d = _draft_dir(tmp_path, ["LlamaForCausalLM"]).rename(tmp_path / "EAGLE-LLaMA3-Instruct-8B")
-    assert method_for(load_inventory(d), None) == "eagle"
 
 
 # --- the real probe -------------------------------------------------------------------------

@@ -100,7 +100,9 @@ def _stand_in(monkeypatch, cases: dict[str, str], cache_dir: Path, fail: dict[st
         if k in failing:
             raise failing[k]
         assert k in by_key, f"no recorded case stands in for {k}"
-        return ProbeReport.from_json(read_recorded(by_key[k])["report"])
+        report = ProbeReport.from_json(read_recorded(by_key[k])["report"])
+        report.request = request.modelled()  # the report says what it modelled: what was asked
+        return report
 
     monkeypatch.setenv("MTPLINT_CACHE_DIR", str(cache_dir))
     monkeypatch.setattr(runner, "_run_child", child)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mtplint.config.serve_args import read_file, shorthands, split_command
+from mtplint.config.serve_args import draft_source, read_file, speculative_model, split_command
 from mtplint.config.settings import load_settings
 from mtplint.core.errors import BadInput
 
@@ -23,44 +23,37 @@ RECIPE = "qwen35-awq-autoround-shard-names-one-dead"
 
 
 @pytest.mark.parametrize(
-    ("flags", "expected"),
+    ("tokens", "model"),
     [
-        (["--tensor-parallel-size", "8"], {"tensor_parallel_size": 8}),
-        (["-tp", "4", "--tensor-parallel-size=2"], {"tensor_parallel_size": 2}),  # the last one wins
-        (["--pipeline-parallel-size=2", "-pp", "3"], {"pipeline_parallel_size": 3}),
-        (["--kv-cache-dtype", "fp8", "--port", "8000"], {"kv_cache_dtype": "fp8"}),
-        (
-            ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}'],
-            {"num_speculative_tokens": 2, "speculative_method": "mtp"},
-        ),
-        (
-            ["--speculative-config.method", "mtp", "--speculative-config.num_speculative_tokens", "3"],
-            {"num_speculative_tokens": 3, "speculative_method": "mtp"},
-        ),
-        (["--trust-remote-code", "--max-model-len", "4096"], {"trust_remote_code": True}),
+        (["vllm", "serve", "./ckpt", "-tp", "2"], "./ckpt"),
+        (["vllm", "serve", "-tp", "2", "--model", "/m/ckpt", "--enforce-eager"], "/m/ckpt"),
+        (["serve", "--model=/m/ckpt"], "/m/ckpt"),
+        (["--kv-cache-dtype", "fp8"], None),
     ],
 )
-def test_shorthand_flags_read_before_probing(flags, expected):
-    assert shorthands(flags, "cmd") == expected
+def test_the_model_found_as_vllm_finds_it(tokens, model):
+    # vLLM moves the first `--model X` to the front (utils/argparse_utils.py), else the first token.
+    assert split_command(tokens, "x") == (model, [t for t in tokens if t not in ("vllm", "serve")])
 
 
 @pytest.mark.parametrize(
-    ("flags", "needle"),
+    ("flags", "expected"),
     [
-        (["--tensor-parallel-size", "eight"], "is not an integer"),
-        (["--speculative-config", "{method: mtp}"], "is not JSON"),
-        (["--speculative-config", '{"method": "eagle3", "model": "/d"}'], "--draft"),
-        (["--kv-cache-dtype"], "needs a value"),
+        (["--speculative-config", '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}'], ("/d", None)),
+        (["--speculative_config", '{"model": "org/d", "revision": "abc"}'], ("org/d", "abc")),
+        (["-sc", '{"method": "mtp"}'], (None, None)),
+        (["--speculative_config.model", "/d", "--speculative-config.num_speculative_tokens", "2"], ("/d", None)),
+        (['--speculative-conf={"model": "/d"}'], ("/d", None)),  # an abbreviation argparse takes
+        (["--speculative-config", "{not json"], (None, None)),  # vLLM's parser rejects it, in its words
     ],
 )
-def test_unreadable_shorthands_are_bad_input(flags, needle):
-    with pytest.raises(BadInput, match=needle):
-        shorthands(flags, "cmd")
+def test_the_draft_named_in_the_speculative_config(flags, expected):
+    assert speculative_model(flags) == expected
 
 
-def test_command_split_into_model_and_flags():
-    assert split_command(["vllm", "serve", "./ckpt", "-tp", "2"], "x") == ("./ckpt", ["-tp", "2"])
-    assert split_command(["--kv-cache-dtype", "fp8"], "x") == (None, ["--kv-cache-dtype", "fp8"])
+def test_a_hub_draft_is_read_header_only_at_its_revision(tmp_path):
+    assert draft_source("org/draft", "abc") == "hf://org/draft@abc"
+    assert draft_source(str(tmp_path), None) == str(tmp_path)
 
 
 def test_serve_args_file_reads_as_a_shell_does(tmp_path):
@@ -80,15 +73,52 @@ def test_serve_args_file_reads_as_a_shell_does(tmp_path):
     ]
 
 
-def test_settings_take_the_serve_command(tmp_path):
+def test_settings_keep_the_serve_command_as_written(tmp_path):
+    # Nothing of the deployment is pre-read: vLLM's parser reads TP (the probe labels the report
+    # with its reading); the command is kept as written, the model the checkpoint linted.
     s = load_settings(tmp_path, {"serve_command": ["vllm", "serve", str(tmp_path), "-tp", "4", "--enforce-eager"]})
-    assert s.tensor_parallel_size == 4
+    assert s.tensor_parallel_size == 1
     assert s.serve_argv == (str(tmp_path), "-tp", "4", "--enforce-eager")
+    assert s.serve_model == str(tmp_path)
 
 
-def test_an_option_contradicting_the_serve_command_is_bad_input(tmp_path):
-    with pytest.raises(BadInput, match="differs from the command line's --tensor-parallel-size 2"):
-        load_settings(tmp_path, {"tensor_parallel_size": 2, "serve_command": ["vllm", "serve", "x", "-tp", "4"]})
+def test_a_serve_args_file_is_linted_against_path(tmp_path):
+    f = tmp_path / "serve.sh"
+    f.write_text("vllm serve -tp 2 --model org/model --speculative_config.num_speculative_tokens 3\n")
+    s = load_settings(tmp_path, {"serve_args_file": str(f)})
+    assert s.serve_argv == ("-tp", "2", "--model", str(tmp_path), "--speculative_config.num_speculative_tokens", "3")
+
+
+def test_the_serve_commands_draft_is_the_draft_linted(tmp_path):
+    draft = tmp_path / "my-draft"
+    draft.mkdir()
+    spec = json.dumps({"model": str(draft), "num_speculative_tokens": 2})
+    s = load_settings(tmp_path, {"serve_command": ["vllm", "serve", str(tmp_path), "--speculative-config", spec]})
+    assert (s.draft, s.serve_draft) == (str(draft), str(draft))
+    # The target itself named as the speculative model (the ERNIE recipe's `ernie_mtp`): MTP on it.
+    spec = json.dumps({"method": "ernie_mtp", "model": str(tmp_path)})
+    s = load_settings(tmp_path, {"serve_command": ["vllm", "serve", str(tmp_path), "--speculative-config", spec]})
+    assert (s.draft, s.serve_draft) == (None, str(tmp_path))
+
+
+def test_a_draft_option_the_command_does_not_serve_is_bad_input(tmp_path):
+    with pytest.raises(BadInput, match="--draft /other is not in it"):
+        load_settings(tmp_path, {"draft": "/other", "serve_command": ["vllm", "serve", str(tmp_path)]})
+
+
+def test_an_option_vllm_reads_otherwise_from_the_command_is_bad_input(tmp_path):
+    from mtplint.pipeline.session import check_pinned
+    from mtplint.probe.report import ProbeReport, Request, VllmIdentity
+
+    s = load_settings(tmp_path, {"tensor_parallel_size": 2, "serve_command": ["vllm", "serve", str(tmp_path)]})
+    assert s.serve_pinned == (("tensor_parallel_size", 2),)
+    read = ProbeReport(VllmIdentity("0.33.0", None), Request([9, 0], "H100", 1, tensor_parallel_size=4))
+    with pytest.raises(
+        BadInput, match="reads tensor_parallel_size 4 from it; the command line's --tensor-parallel-size 2"
+    ):
+        check_pinned(s, read)
+    read.request.tensor_parallel_size = 2
+    check_pinned(s, read)
 
 
 def test_serve_command_and_file_together_are_bad_input(tmp_path):
@@ -128,6 +158,14 @@ def _summary(report: dict) -> tuple[list[tuple[str, str]], dict]:
             ["--pp", "2", "-n", "2"],
             ["-pp", "2", "--speculative-config.method", "mtp", "--speculative-config.num_speculative_tokens", "2"],
         ),
+        # Spellings only vLLM's own parser reads right: underscores, dotted keys, abbreviations.
+        (["-n", "3"], ["--speculative_config", '{"method": "mtp", "num_speculative_tokens": 3}']),
+        (
+            ["-n", "3"],
+            ["--speculative_config.method", "mtp", "--speculative_config.num_speculative_tokens", "3"],
+        ),
+        (["--tp", "2"], ["--tensor_parallel_size=2"]),
+        (["--tp", "2"], ["--tensor-parallel", "2"]),
     ],
 )
 def test_serve_command_gives_the_findings_of_the_equivalent_options(tmp_path, options, flags):
@@ -139,6 +177,36 @@ def test_serve_command_gives_the_findings_of_the_equivalent_options(tmp_path, op
     assert rc_a == rc_b
     assert _summary(by_options) == _summary(by_command)
     assert by_command["findings"], "the layout has a finding to compare"
+
+
+@pytest.mark.probe
+@pytest.mark.slow
+def test_the_model_given_as_model_option(tmp_path):
+    from fixtures.build import cached_build
+
+    path = str(cached_build(RECIPE))
+    rc_a, by_options = _lint([path, "-n", "2"], tmp_path / "a.json")
+    spec = '{"method": "mtp", "num_speculative_tokens": 2}'
+    rc_b, by_command = _lint(["check"], tmp_path / "b.json", serve=["--speculative-config", spec, "--model", path])
+    assert (rc_a, _summary(by_options)) == (rc_b, _summary(by_command))
+
+
+@pytest.mark.probe
+@pytest.mark.slow
+def test_a_pydantic_rejection_names_the_flag_and_vllms_reason(tmp_path):
+    from fixtures.build import cached_build
+
+    path = str(cached_build(RECIPE))
+    proc = subprocess.run(
+        [*MTPLINT, "check", "--", "vllm", "serve", path, "--compilation-config", '{"mode": "bogus"}'],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "errors.pydantic.dev" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "argument --compilation-config/-cc" in line and "Invalid compilation mode: bogus" in line, line
 
 
 @pytest.mark.probe
@@ -156,4 +224,4 @@ def test_a_flag_vllm_rejects_is_bad_input_in_its_words(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
-    assert "vllm serve: error: unrecognized arguments: --no-such-flag 1" in line, line
+    assert "error: unrecognized arguments: --no-such-flag 1" in line, line

@@ -72,6 +72,7 @@ def draft_head_embed_unreachable(ctx: Context, options: None) -> list[Hit]:
                         if re.search(r"(^|\.)(head|lm_head|embed|embed_tokens|tok_emb)\.weight$", t)
                     ][:6],
                 },
+                because=[Cause("draft-method")],
             )
         )
     return hits
@@ -103,6 +104,7 @@ def draft_params_never_loaded(ctx: Context, options: NeverLoadedOptions) -> list
         if decision:
             because.append(Cause("exclusion-missed", ("draft", decision.prefix)))
         because.append(Cause("mtp-missing"))
+        because.append(Cause("draft-method"))
         err = ctx.load("draft").completeness_error
         hits.append(
             Hit(

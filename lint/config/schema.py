@@ -188,7 +188,11 @@ class Settings:
     drop_dead: bool = _setting(False, flag, output=True)
     out: Path | None = _setting(None, optional_path, output=True)
     # Derived by the loader, never given.
-    serve_argv: tuple[str, ...] = _setting((), None)  # [model, *flags] of the serve command, for the probe
+    serve_argv: tuple[str, ...] = _setting((), None)  # the serve command after `vllm serve`, for the probe
+    serve_model: str | None = _setting(None, None)  # its model as read here (the checkpoint linted)
+    serve_draft: str | None = _setting(None, None)  # its speculative model as written, where it names one
+    # Deployment options given on the command line beside a serve command: vLLM's reading must agree.
+    serve_pinned: tuple[tuple[str, Any], ...] = _setting((), None)
     settings_files: tuple[dict[str, str], ...] = _setting((), None)  # {"path", "source"} per file read
 
     @property
@@ -210,7 +214,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 # A settings file's key -> the field it sets.
 FILE_KEYS = {f.metadata["key"]: name for name, f in FIELDS.items() if f.metadata["key"]}
 CHECKPOINT_KEYS = tuple(f.metadata["key"] for f in FIELDS.values() if f.metadata["scope"] == "checkpoint")
-DERIVED = frozenset({"serve_argv", "settings_files"})
+DERIVED = frozenset({"serve_argv", "serve_model", "serve_draft", "serve_pinned", "settings_files"})
 # What a caller may give (the command line's options, the API's keywords): every field but the derived.
 GIVEN = frozenset(FIELDS) - DERIVED
 

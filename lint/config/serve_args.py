@@ -2,47 +2,63 @@
 `--serve-args-file FILE`).
 
 The probe child parses the whole command with the probed vLLM's own parser and builds the
-engine configuration from it (lint/probe/child/engine_config.py): every engine flag counts, and a
-flag that vLLM rejects is bad input in its own words. Here, before any probe, only the flags
-mtplint has shorthands for are read (TP, PP, the speculative config's method and N, the KV
-cache dtype, trust-remote-code): they pick the probe's platform, key its cache and label the
-report, and the child refuses to go on where vLLM reads them otherwise.
+engine configuration from it (lint/probe/child/engine_config.py): every engine flag counts,
+every spelling vLLM accepts (underscores, dotted keys, abbreviations) is read as vLLM reads
+it, and a flag that vLLM rejects is bad input in its own words. The report is labelled with
+what vLLM read (TP, PP, N, the method), and the probe cache is keyed by the command as written.
+Here, before any probe, only what must be known to stage the probe is read: the model (the
+checkpoint linted), the speculative config's `model` (a separate draft, whose headers are
+staged) and --trust-remote-code (which files travel with a config); the child refuses to go
+on where vLLM reads any of them otherwise.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
 
-# Flag spellings (vLLM 0.33.0 `vllm serve --help`) -> settings key.
-_INT_FLAGS = {
-    "--tensor-parallel-size": "tensor_parallel_size",
-    "-tp": "tensor_parallel_size",
-    "--pipeline-parallel-size": "pipeline_parallel_size",
-    "-pp": "pipeline_parallel_size",
-}
-_TEXT_FLAGS = {"--kv-cache-dtype": "kv_cache_dtype"}
-_SPEC = "--speculative-config"
-_SPEC_ALIASES = (_SPEC, "-sc")
+_SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")
+_MODEL_FLAG = re.compile(r"^--model(=.+|$)")  # vLLM's own pattern (utils/argparse_utils.py)
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _MAX_FILE_BYTES = 1 << 20
+# mtplint's options a serve command also sets: given beside one, vLLM's reading must agree.
+PINNABLE = ("tensor_parallel_size", "pipeline_parallel_size", "num_speculative_tokens", "kv_cache_dtype", "method")
 
 
 def split_command(tokens: list[str], where: str) -> tuple[str | None, list[str]]:
-    """(model, flags) of `vllm serve MODEL FLAGS...` (the `vllm serve` words optional; no
-    model when the first token is a flag)."""
+    """(model, argv) of `vllm serve ARGV`: ARGV as written (the `vllm serve` words optional),
+    and its model as vLLM finds it: the first `--model X` (vLLM moves it to the front), else a
+    first token that is not a flag."""
     if tokens[:2] == ["vllm", "serve"]:
         tokens = tokens[2:]
     elif tokens[:1] == ["serve"]:
         tokens = tokens[1:]
-    if not tokens:
-        return None, []
-    if tokens[0].startswith("-"):
-        return None, tokens
-    return tokens[0], tokens[1:]
+    for i, token in enumerate(tokens):
+        if _MODEL_FLAG.match(token):
+            if token == "--model":
+                return (tokens[i + 1] if i + 1 < len(tokens) else None), tokens
+            return token.removeprefix("--model="), tokens
+    if tokens and not tokens[0].startswith("-"):
+        return tokens[0], tokens
+    return None, tokens
+
+
+def with_model(argv: list[str], model: str) -> list[str]:
+    """ARGV with its model replaced by MODEL (added first where it names none)."""
+    for i, token in enumerate(argv):
+        if _MODEL_FLAG.match(token):
+            if token == "--model":
+                return [*argv[: i + 1], model, *argv[i + 2 :]] if i + 1 < len(argv) else [*argv, model]
+            return [*argv[:i], f"--model={model}", *argv[i + 1 :]]
+    if argv and not argv[0].startswith("-"):
+        return [model, *argv[1:]]
+    return [model, *argv]
 
 
 def read_file(path: Path) -> list[str]:
@@ -62,78 +78,77 @@ def read_file(path: Path) -> list[str]:
         raise BadInput(f"{path}: not a shell command line ({exc})") from None
 
 
-def _takes_value(flag: str) -> bool:
-    return flag in _INT_FLAGS or flag in _TEXT_FLAGS or flag in _SPEC_ALIASES or flag.startswith(_SPEC + ".")
-
-
-def _pairs(flags: list[str], where: str) -> list[tuple[str, str | None]]:
-    """(flag, value) for each flag of the serve command (`--flag value` or `--flag=value`);
-    a value only for the flags read here."""
-    out: list[tuple[str, str | None]] = []
-    i = 0
-    while i < len(flags):
-        flag, eq, inline = flags[i].partition("=")
-        if not _takes_value(flag):
-            out.append((flag, None))
-            i += 1
-            continue
-        if not eq and i + 1 >= len(flags):
-            raise BadInput(f"{where}: {flag} needs a value")
-        out.append((flag, inline if eq else flags[i + 1]))
-        i += 1 if eq else 2
-    return out
-
-
-def _spec_json(flag: str, value: str, where: str) -> dict[str, Any]:
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        raise BadInput(f"{where}: {flag} is not JSON: {value!r:.80}") from None
-    if not isinstance(parsed, dict):
-        raise BadInput(f"{where}: {flag} is not a JSON object: {value!r:.80}")
-    return dict(parsed)
-
-
-def _integer(flag: str, value: Any, where: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise BadInput(f"{where}: {flag} {value!r} is not an integer") from None
-
-
-def shorthands(flags: list[str], where: str) -> dict[str, Any]:
-    """The settings the flags set that mtplint has shorthands for (the last value given wins,
-    as with argparse)."""
-    out: dict[str, Any] = {}
+def speculative_model(argv: list[str]) -> tuple[str | None, str | None]:
+    """(model, revision) of the speculative config, as written: the last JSON value of the
+    flag, then its dotted `.model` / `.revision` keys. Read to stage the draft before probing;
+    vLLM's parser stays the judge (the child confirms it reads the same model). JSON it cannot
+    read is left to vLLM to reject."""
     spec: dict[str, Any] = {}
-    for flag, value in _pairs(flags, where):
-        if value is None:
-            if flag == "--trust-remote-code":
-                out["trust_remote_code"] = True
-        elif flag in _INT_FLAGS:
-            out[_INT_FLAGS[flag]] = _integer(flag, value, where)
-        elif flag in _TEXT_FLAGS:
-            out[_TEXT_FLAGS[flag]] = value
-        elif flag in _SPEC_ALIASES:
-            spec = _spec_json(flag, value, where)
-        else:
-            spec[flag.removeprefix(_SPEC + ".")] = value
-    if spec:
-        if spec.get("num_speculative_tokens") is not None:
-            out["num_speculative_tokens"] = _integer("num_speculative_tokens", spec["num_speculative_tokens"], where)
-        if spec.get("model") is not None:
-            raise BadInput(
-                f"{where}: the speculative config names a draft model; lint a separate draft with "
-                "`mtplint TARGET --draft DRAFT` (its own checkpoint is read header-only)"
-            )
-        out["speculative_method"] = spec.get("method")
-    return out
+    for i, token in enumerate(argv):
+        flag, eq, inline = token.partition("=")
+        value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+        if _is_spec_flag(flag) and value is not None:
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                parsed = None
+            spec = dict(parsed) if isinstance(parsed, dict) else {}
+        for base in _SPEC_FLAGS[:2]:
+            if flag.startswith(base + ".") and value is not None:
+                spec[flag.removeprefix(base + ".")] = value
+    model, revision = spec.get("model"), spec.get("revision")
+    return (model if isinstance(model, str) else None), (revision if isinstance(revision, str) else None)
+
+
+def _is_spec_flag(flag: str) -> bool:
+    # vLLM reads `_` as `-` in flag names and takes unambiguous abbreviations (argparse).
+    spelled = flag.replace("_", "-")
+    return flag == "-sc" or (len(spelled) > len("--spec") and "--speculative-config".startswith(spelled))
+
+
+def draft_source(written: str, revision: str | None) -> str:
+    """Where mtplint reads a draft named in a serve command: a local directory as written, else
+    a hub id (ORG/NAME) header-only as hf://ORG/NAME[@REVISION], as vLLM would download it."""
+    if written.startswith("hf://") or os.path.exists(written) or not _HUB_ID.match(written):
+        return written
+    return f"hf://{written}" + (f"@{revision}" if revision else "")
 
 
 def folded(values: dict[str, Any], given: dict[str, Any], path: Path) -> dict[str, Any]:
     """The settings a serve command (`serve_command`: tokens after `--`, or `serve_args_file`)
-    sets: its shorthand values, and `serve_argv` = (model, *flags) for the probe. A shorthand
-    option given on the command line with another value is bad input."""
+    sets: `serve_argv` (the command after `vllm serve`, its model the checkpoint linted),
+    `serve_model`, the draft its speculative config names (`draft`, and `serve_draft` as
+    written), --trust-remote-code, and `serve_pinned`: mtplint's own deployment options given
+    beside it, which vLLM's reading of the command must agree with (checked after the probe)."""
+    tokens, where = _tokens(values)
+    if tokens is None:
+        return {}
+    model, argv = split_command(tokens, where)
+    if model is None or Path(model) != path:
+        model = str(path)  # a serve-args file's command, linted against PATH
+        argv = with_model(argv, model)
+    out: dict[str, Any] = {"serve_argv": tuple(argv), "serve_model": model}
+    if any(t in ("--trust-remote-code", "--trust_remote_code") for t in argv):
+        out["trust_remote_code"] = True
+    written, revision = speculative_model(argv)
+    draft = values.get("draft")
+    if written is not None and not _same_checkpoint(written, model):
+        source = draft_source(written, revision)
+        if draft is not None and draft != source:
+            raise BadInput(f"{where}: its speculative model {written!r} is not the --draft {draft}")
+        out["draft"], out["serve_draft"] = source, written
+    elif written is not None:
+        out["serve_draft"] = written  # the target itself, named as the speculative model
+    elif draft is not None:
+        raise BadInput(
+            f"{where}: --draft {draft} is not in it; name the draft as vLLM reads it: "
+            '--speculative-config \'{"model": "DRAFT", ...}\''
+        )
+    out["serve_pinned"] = tuple((k, given[k]) for k in PINNABLE if given.get(k) not in (None, False))
+    return out
+
+
+def _tokens(values: dict[str, Any]) -> tuple[list[str] | None, str]:
     tokens: list[str] | None = None
     where = "vllm serve command"
     if values.get("serve_command"):
@@ -143,19 +158,13 @@ def folded(values: dict[str, Any], given: dict[str, Any], path: Path) -> dict[st
             raise BadInput("give the vllm serve command after `--` or in --serve-args-file, not both")
         where = str(values["serve_args_file"])
         tokens = read_file(Path(values["serve_args_file"]))
-    if tokens is None:
-        return {}
-    _model, flags = split_command(tokens, where)
-    found = shorthands(flags, where)
-    method = found.pop("speculative_method", None)
-    if method is not None and values.get("draft") is None and method != "mtp" and not str(method).endswith("_mtp"):
-        raise BadInput(
-            f"{where}: speculative method {method!r} drafts from a separate checkpoint; lint it with "
-            "`mtplint TARGET --draft DRAFT --method METHOD`"
-        )
-    for key, value in found.items():
-        was = given.get(key)
-        if was not in (None, False) and was != value:
-            option = "--" + key.replace("_", "-")
-            raise BadInput(f"{where}: {option} {value} differs from the command line's {option} {was}")
-    return {**found, "serve_argv": (str(path), *flags)}
+    return tokens, where
+
+
+def _same_checkpoint(written: str, model: str) -> bool:
+    if written == model:
+        return True
+    try:
+        return os.path.isdir(written) and os.path.samefile(written, model)
+    except OSError:
+        return False

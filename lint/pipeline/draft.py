@@ -1,11 +1,14 @@
-"""A draft from its own checkpoint (`mtplint TARGET --draft PATH [--method M]`), or a drafter
-the target carries that is not served as MTP (`mtplint TARGET --method dspark`).
+"""A draft from its own checkpoint (`mtplint TARGET --draft PATH [--method M]`, or the `model` of a
+serve command's `--speculative-config`), or a drafter the target carries that is not served as
+MTP (`mtplint TARGET --method dspark`).
 
 EAGLE/EAGLE3 heads, DFlash/DSpark drafts, plain draft models and assistant drafts served as
 `"method": "mtp"` ship as a checkpoint of their own, served with `--speculative-config
 '{"method": M, "model": PATH}'`. The lint's subject is then the draft: findings name its
 files, and the target contributes its configuration and which of its parameters the draft
-shares. `--method` is any method the probed release declares (lint/pipeline/spec_methods.py).
+shares. The method is the one the probed release's own SpeculativeConfig resolves, from the
+model's name as written where none is given (in the probe child); `--method` is any method
+that release declares (lint/pipeline/spec_methods.py).
 """
 
 from __future__ import annotations
@@ -17,17 +20,6 @@ from ..config.schema import Settings
 from ..core.errors import BadInput
 from ..inventory.model import Inventory
 from . import spec_methods
-
-# Architectures vLLM 0.33.0 builds as a DFlash / DSpark draft (model_executor/models/registry.py;
-# config/speculative.py detects MuseGlimmerAssistantModel and the DSpark ones itself).
-_DFLASH_ARCHS = ("DFlashDraftModel", "DFlash2DraftModel", "DFlash2BeamDraftModel", "LiLiCorrDraftModel")
-_DSPARK_ARCHS = (
-    "Qwen3DSparkModel",
-    "Qwen3OmniDSparkModel",
-    "MuseSparkDSparkModel",
-    "Gemma4DSparkModel",
-    "K3DSparkModel",
-)
 
 
 def check_usage(s: Settings, paths: int) -> None:
@@ -50,25 +42,45 @@ def _needs_draft(method: str) -> bool:
     return known and method not in spec_methods.EMBEDDED
 
 
-def load_draft(s: Settings, progress: Any = None) -> tuple[Inventory, str] | None:
-    """The draft's inventory and the speculative method it is served with; None without --draft."""
+def load_draft(s: Settings, progress: Any = None) -> tuple[Inventory, str | None] | None:
+    """The draft's inventory and the method asked for (None: vLLM resolves it); None without a draft."""
     from ..inventory.checkpoint import load_companion
 
     given = s.draft
     if not given:
         return None
-    inventory = load_companion(Path(given), "the --draft checkpoint", progress)
-    return inventory, method_for(inventory, s.method)
+    where = "the serve command's speculative model" if s.serve_draft else "the --draft checkpoint"
+    inventory = load_companion(Path(given), where, progress)
+    return inventory, s.method
 
 
-def speculative_request(s: Settings, draft: tuple[Inventory, str] | None, python: str | None) -> dict[str, str]:
-    """The probe request's `speculative` field: {"method": M} for a separate draft or an embedded
-    drafter other than MTP, {} for the target's own MTP block. The method is checked against
-    the methods the probed release declares (read from its source)."""
+def as_written(s: Settings) -> str | None:
+    """The draft's name as vLLM is given it (it picks the method from that text): the serve
+    command's speculative model as written, else --draft, a hub draft as ORG/NAME."""
+    if s.serve_draft:
+        return s.serve_draft
+    if not s.draft:
+        return None
+    return s.draft.removeprefix("hf://").split("@", 1)[0] if s.draft.startswith("hf://") else s.draft
+
+
+def speculative_request(s: Settings, draft: tuple[Inventory, str | None] | None, python: str | None) -> dict[str, str]:
+    """The probe request's `speculative` field: {"model": NAME} (as written; vLLM resolves the
+    method from it) and {"method": M} where one is given, for a separate draft; {"method": M}
+    for an embedded drafter other than MTP; {} for the target's own MTP block. A given method
+    is checked against the methods the probed release declares (read from its source)."""
     given = s.method
-    method = draft[1] if draft else given
-    if method is None:
-        return {}
+    if given is not None:
+        given = _declared_method(given, python)
+    written = as_written(s)
+    if written is None:
+        if given is None or given == "mtp":
+            return {}  # the target's own MTP block, as without --method
+        return {"method": given}
+    return {"model": written, **({"method": given} if given else {})}
+
+
+def _declared_method(method: str, python: str | None) -> str:
     declared = spec_methods.declared(python)
     methods = declared or spec_methods.FALLBACK
     if method not in methods and method != "[ngram]":
@@ -84,61 +96,4 @@ def speculative_request(s: Settings, draft: tuple[Inventory, str] | None, python
             f"--method {method} proposes without a draft model (nothing is built from a checkpoint): "
             "nothing for mtplint to lint; lint the target without --method"
         )
-    if draft is None and method == "mtp":
-        return {}  # the target's own MTP block, as without --method
-    return {"method": method}
-
-
-def method_for(inventory: Inventory, given: str | None) -> str:
-    """The method vLLM is asked for: as given, else read as vLLM 0.33.0 reads it
-    (config/speculative.py: the model's name, DFlash/DSpark architectures, an MTP model_type,
-    else `draft_model`), plus the registry's EAGLE/EAGLE3/MTP head names (`*Eagle3*`, `Eagle*`,
-    `*MTP*`) and assistants' model_type; a given method that they contradict is bad input."""
-    archs = [a for a in inventory.config.get("architectures") or [] if isinstance(a, str)]
-    model_type = inventory.config.get("model_type")
-    named = _named_method(archs, model_type if isinstance(model_type, str) else "")
-    where = inventory.origin or str(inventory.root)
-    if named is None and given is None:
-        named = _named_by_path(where)
-    if given:
-        if named is not None and named != given and given != "draft_model":
-            raise BadInput(
-                f"--method {given} contradicts architectures {archs}, which vLLM builds as a {named} draft; "
-                f"drop --method or pass --method {named}",
-                path=_config_name(inventory),
-            )
-        return given
-    # vLLM's own default: a draft it cannot place is an independent draft model.
-    return named or "draft_model"
-
-
-def _named_method(archs: list[str], model_type: str) -> str | None:
-    if any(a in _DFLASH_ARCHS or a == "MuseGlimmerAssistantModel" or a.startswith("DFlash") for a in archs):
-        return "dflash"
-    if any(a in _DSPARK_ARCHS for a in archs) or ("DSparkDraftModel" in archs and model_type == "qwen3"):
-        return "dspark"
-    lowered = [a.lower() for a in archs]
-    if any("eagle3" in a for a in lowered):
-        return "eagle3"
-    if any("eagle" in a for a in lowered):
-        return "eagle"
-    # MTP heads and assistants (Gemma4AssistantForCausalLM, model_type gemma4_assistant, which
-    # vLLM rewrites to its `gemma4_mtp` MTP type).
-    if any("mtp" in a or "assistant" in a for a in lowered) or "mtp" in model_type or model_type.endswith("_assistant"):
-        return "mtp"
-    return None
-
-
-def _named_by_path(where: str) -> str | None:
-    """vLLM's own guess from the model's name (yuhuili/EAGLE-LLaMA3-Instruct-8B,
-    AngelSlim/Qwen3-8B_eagle3, z-lab/*-DFlash-*, deepseek-ai/dspark_qwen3_8b_block7:
-    vllm/config/speculative.py), in its order."""
-    name = where.rstrip("/").rsplit("/", 1)[-1].split("@", 1)[0].lower()
-    for marker, method in (("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark")):
-        if marker in name:
-            return method
-    return None
-
-
-def _config_name(inventory: Inventory) -> str:
-    return f"{inventory.origin}/config.json" if inventory.origin else str(inventory.config_path)
+    return method

@@ -15,8 +15,10 @@ def serve_command(path: Path | str, request: Any, patch_ids: list[str]) -> str:
     )
     if getattr(request, "serve_argv", None):
         # The user's own command: as given, the checkpoint linted as its model.
-        flags = [shlex.quote(a) for a in request.serve_argv[1:]]
-        return " ".join([f"MTPLINT_PATCHES={','.join(patch_ids)}", "vllm", "serve", *_served_model(str(path)), *flags])
+        from ..config.serve_args import with_model
+
+        argv = [shlex.quote(a) for a in with_model(list(request.serve_argv), str(path))]
+        return " ".join([f"MTPLINT_PATCHES={','.join(patch_ids)}", "vllm", "serve", *argv])
     parts = [
         f"MTPLINT_PATCHES={','.join(patch_ids)}",
         "vllm",

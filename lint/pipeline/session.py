@@ -170,13 +170,15 @@ def _lint(
     if fresh:
         cache.store(cache_inputs(inventory, request, identity), report)
     explain_depth_zero(inventory, report.config_error)  # after the store: the cache keeps vLLM's words
+    check_pinned(s, report)
+    read = report.request  # what vLLM read: a serve command's TP, PP and N as vLLM parses them
     inputs = RunInputs(
         path=inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT
         gpu=gpu.key,
         sm=f"{gpu.sm[0]}.{gpu.sm[1]}",
-        num_speculative_tokens=request.num_speculative_tokens,
-        tensor_parallel_size=request.tensor_parallel_size,
-        pipeline_parallel_size=request.pipeline_parallel_size,
+        num_speculative_tokens=read.num_speculative_tokens,
+        tensor_parallel_size=read.tensor_parallel_size,
+        pipeline_parallel_size=read.pipeline_parallel_size,
         patches=tuple(request.patches),
     )
     linted = conclude(path, inventory, report, request, s, inputs, draft=draft, reference=reference)
@@ -201,6 +203,30 @@ def _libraries(identity: dict[str, Any]) -> dict[str, Any]:
     return {"libraries": dict(identity["libraries"])} if identity.get("libraries") else {}
 
 
+def check_pinned(s: Settings, report: ProbeReport) -> None:
+    """mtplint's own deployment options given beside a serve command must be what vLLM reads
+    from the command (its flags win over them): otherwise the lint would answer another question."""
+    if not s.serve_pinned or report.serve_args_rejected:
+        return
+    read = report.request
+    seen = {
+        "tensor_parallel_size": read.tensor_parallel_size,
+        "pipeline_parallel_size": read.pipeline_parallel_size,
+        "num_speculative_tokens": read.num_speculative_tokens,
+        "kv_cache_dtype": (read.serve_args or {}).get("kv_cache_dtype"),
+        "method": (read.speculative or {}).get("method", "mtp"),
+    }
+    for key, value in s.serve_pinned:
+        if key == "method" and str(value).endswith("_mtp"):
+            value = "mtp"  # vLLM rewrites a family's MTP method to mtp
+        if key in seen and seen[key] != value:
+            option = "--" + key.replace("_", "-")
+            raise BadInput(
+                f"vllm serve command: vLLM {report.vllm.version} reads {key} {seen[key]} from it; "
+                f"the command line's {option} {value} differs (the command's flags are the deployment)"
+            )
+
+
 def _check_patch_ranges(patches: list[str], version: str) -> None:
     from ..patches.catalog import PATCHES, in_range
 
@@ -217,7 +243,7 @@ def _request(
     gpu: Any,
     patches: list[str],
     python: str | None,
-    draft: tuple[Inventory, str] | None,
+    draft: tuple[Inventory, str | None] | None,
     memory_limit: Any,
 ) -> Any:
     from ..probe.runner import ProbeRequest
@@ -239,6 +265,7 @@ def _request(
         speculative=speculative_request(s, draft, python),
         serve_argv=list(s.serve_argv or []),
         draft_inventory=draft[0] if draft else None,
+        serve_model=s.serve_model,
     )
 
 
@@ -263,7 +290,7 @@ def conclude(
     s: Settings,
     inputs: RunInputs,
     *,
-    draft: tuple[Inventory, str] | None,
+    draft: tuple[Inventory, str | None] | None,
     reference: Inventory | None,
 ) -> Linted:
     """From a probe report to the lint's findings: what lint() does once the probe answered, and
@@ -273,7 +300,9 @@ def conclude(
     if draft:
         # The draft is the checkpoint linted: findings name its files.
         path, inventory = Path(s.draft or ""), draft[0]
-        inputs = inputs.replace(path=inventory.origin or str(path), target=inputs.path, method=draft[1])
+        # The method vLLM resolved (the probe records it), else the one asked for.
+        method = (report.request.speculative or {}).get("method") or draft[1]
+        inputs = inputs.replace(path=inventory.origin or str(path), target=inputs.path, method=method)
     findings, evaluated = judge(path, inventory, report, inputs, request, s, reference=reference)
     rules = [{"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary} for r in evaluated]
     return Linted(

@@ -253,8 +253,8 @@ class Request:
     # ({"method": "eagle3"}), or a drafter the target carries that is not MTP ({"method":
     # "dspark"}, no --draft). Empty: the checkpoint's own MTP block (`"method": "mtp"`).
     speculative: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
-    # The user's own `vllm serve` command after `vllm serve` (the model path first), parsed
-    # by the probed vLLM's own parser; the fields above are its defaults (shorthands).
+    # The user's own `vllm serve` command after `vllm serve`, as written, parsed by the probed
+    # vLLM's own parser; the fields above are its defaults where it leaves a flag out.
     serve_argv: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
 
     def platform(self) -> dict[str, Any]:
@@ -265,8 +265,30 @@ class Request:
             "sm": list(self.sm),
             "gpu_name": self.gpu_name,
             "gpu_memory": self.gpu_memory,
-            "gpus": max(8, self.tensor_parallel_size * self.pipeline_parallel_size),
+            "gpus": max(8, self.tensor_parallel_size * self.pipeline_parallel_size, _serve_world(self.serve_argv)),
         }
+
+
+def _serve_world(argv: list[str]) -> int:
+    """The GPU count the platform shim must offer for a serve command, before vLLM reads it
+    (the platform is fixed when vLLM is imported): the product of the largest TP and PP values
+    the command spells out. It only sizes the fake platform; the probe models what vLLM reads."""
+    sizes = {"tp": 1, "pp": 1}
+    names = {
+        "-tp": "tp",
+        "--tensor-parallel-size": "tp",
+        "--tensor_parallel_size": "tp",
+        "-pp": "pp",
+        "--pipeline-parallel-size": "pp",
+        "--pipeline_parallel_size": "pp",
+    }
+    for i, token in enumerate(argv):
+        flag, eq, inline = token.partition("=")
+        if flag in names:
+            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            if value.isdigit():
+                sizes[names[flag]] = max(sizes[names[flag]], int(value))
+    return sizes["tp"] * sizes["pp"]
 
 
 @dataclass
@@ -278,10 +300,16 @@ class ChildRequest(Request):
     tensors_file: str = ""
     draft_config_dir: str | None = None  # set: a draft from its own checkpoint (--draft)
     draft_tensors_file: str | None = None
+    # The model of the user's serve command as mtplint read it (the checkpoint it staged):
+    # the child confirms vLLM's parser reads the same.
+    serve_model: str | None = None
 
     def modelled(self) -> Request:
-        """What the report says was modelled: the request without its file paths."""
-        return Request(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Request)})
+        """What the report says was modelled: the request without its file paths (a draft's
+        name as written among them)."""
+        modelled = Request(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Request)})
+        modelled.speculative = {k: v for k, v in self.speculative.items() if k != "model"}
+        return modelled
 
     def to_json(self) -> dict[str, Any]:
         return typing.cast(dict[str, Any], _codec(ChildRequest)[1](self))

@@ -65,6 +65,7 @@ class ProbeRequest(Request):
     # The separate draft's checkpoint (`--draft`; `speculative` names its method): its config
     # goes to vLLM as the speculative model, its tensors to the draft's dry-run load.
     draft_inventory: Inventory | None = None
+    serve_model: str | None = None  # the serve command's model as read here; the child confirms it
 
     @classmethod
     def replaying(cls, modelled: Request, **how: Any) -> ProbeRequest:
@@ -255,7 +256,12 @@ def _run_child(
     mark_owner(tmp)
     sweep_stale(tmp.parent, keep=tmp)
     config_dir, tensors_file = _stage(inventory, tmp, "", request.trust_remote_code)
-    req = ChildRequest(**asdict(request.modelled()), config_dir=str(config_dir), tensors_file=str(tensors_file))
+    req = ChildRequest(
+        **asdict(request.modelled()),
+        config_dir=str(config_dir),
+        tensors_file=str(tensors_file),
+        serve_model=request.serve_model,
+    )
     if request.draft_inventory is not None:
         draft_dir, draft_tensors = _stage(request.draft_inventory, tmp, "draft_", request.trust_remote_code)
         req.draft_config_dir, req.draft_tensors_file = str(draft_dir), str(draft_tensors)

@@ -118,8 +118,10 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
         from .frames import error_record
 
         report.config_error = error_record(exc)
+        report.request = request.modelled()  # the method vLLM resolved before it refused
         return report
     timings["construct"] = time.perf_counter() - t
+    report.request = request.modelled()  # what vLLM read: TP, PP, N, the method it resolved
     separate = bool(request.draft_config_dir)  # a draft from its own checkpoint (--draft)
     hf = built.spec_config.draft_model_config.hf_config
     report.models = {
