@@ -1,7 +1,7 @@
 """Drafts named in the user's own `vllm serve` command (`--speculative-config '{"model": X, ...}'`),
 through the real probe: the same findings as `mtplint TARGET --draft X --method M -n N` for every
 kind of separate draft, the method the probed vLLM's own SpeculativeConfig resolves from X as
-written (a DFlash head under a plain name is served as `draft_model`: MTP025), a draft on the hub
+written (a DFlash head under a plain name is served as `draft_model`: MTP026), a draft on the hub
 read header-only, the target itself as the speculative model (MTP on the target), and a drafter
 the target carries named by its method alone."""
 
@@ -80,10 +80,10 @@ def test_a_drafter_head_under_a_plain_name_is_served_as_a_draft_model(plain_dir)
     plain.symlink_to(cached_build("dflash-llama31-8b"), target_is_directory=True)
     rc, report = _serve(target, {"model": str(plain), "num_speculative_tokens": 7})
     assert rc == 1 and report["inputs"]["method"] == "draft_model"
-    mtp025 = [f for f in report["findings"] if f["code"] == "MTP025"]
-    assert len(mtp025) == 1 and mtp025[0]["severity"] == "error"
-    assert "resolves the speculative method draft_model" in mtp025[0]["message"]
-    assert '"method": "dflash"' in mtp025[0]["message"]
+    mtp026 = [f for f in report["findings"] if f["code"] == "MTP026"]
+    assert len(mtp026) == 1 and mtp026[0]["severity"] == "error"
+    assert "resolves the speculative method draft_model" in mtp026[0]["message"]
+    assert '"method": "dflash"' in mtp026[0]["message"]
     # Named, the same head is a DFlash draft, clean.
     rc, report = _serve(target, {"method": "dflash", "model": str(plain), "num_speculative_tokens": 7})
     assert (rc, report["inputs"]["method"], report["findings"]) == (0, "dflash", [])
