@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from ..report import ChildRequest
+from . import unchecked_steps
 
 
 class ServeArgsRejected(Exception):
@@ -95,8 +96,13 @@ def engine_args(request: ChildRequest) -> Any:
             **({"kv_cache_dtype": serve["kv_cache_dtype"]} if serve.get("kv_cache_dtype") else {}),
         )
     ea.model = request.config_dir
-    ea.tokenizer = None
-    ea.skip_tokenizer_init = True
+    # The tokenizer is read (from the staged checkpoint) only where a start-up step needs it.
+    typed_model = serve_argv[0] if serve_argv else None
+    ea.tokenizer = None if ea.tokenizer in (None, typed_model) else ea.tokenizer
+    unchecked_steps.replay_tokenizer(ea, request.config_dir)
+    if ea.tokenizer != request.config_dir:
+        ea.tokenizer, ea.skip_tokenizer_init = None, True
+    unchecked_steps.replay_attention_backend(ea)
     ea.load_format = "dummy"
     if request.draft_config_dir and isinstance(ea.speculative_config, dict):
         # A separate draft (--draft) is read from its staged directory, whatever path was typed.
@@ -144,7 +150,13 @@ def _shorthand_flags(request: ChildRequest, spec: dict[str, Any]) -> list[str]:
 
 def create(request: ChildRequest) -> tuple[Any, Any]:
     """(VllmConfig, SpeculativeConfig) as `vllm serve` creates them for the request."""
-    vllm_config = engine_args(request).create_engine_config()
+    ea = engine_args(request)
+    try:
+        vllm_config = ea.create_engine_config()
+    except Exception as exc:
+        if not unchecked_steps.without_tokenizer(ea, exc):
+            raise
+        vllm_config = ea.create_engine_config()
     if request.serve_argv:
         _check_read_alike(request, vllm_config)
     return vllm_config, vllm_config.speculative_config
