@@ -185,7 +185,7 @@ def cache_inputs(inventory: Inventory, request: ProbeRequest, identity: dict[str
 
 def _tokenizer_digest(root: Path) -> str:
     h = hashlib.sha256()
-    for name in _tokenizer_files(root):
+    for name in tokenizer_files(root):
         p = root / name
         if p.is_file():
             h.update(name.encode() + b"\0" + p.read_bytes())
@@ -236,7 +236,7 @@ def _stage(inventory: Inventory, tmp: Path, name: str, trust_remote_code: bool) 
     config_dir.mkdir()
     (config_dir / "config.json").write_bytes(inventory.config_path.read_bytes())
     # The tokenizer travels too: vLLM reads it at start-up where a step needs one (reasoning parsers).
-    extras = ["hf_quant_config.json", "generation_config.json", *_tokenizer_files(inventory.root)]
+    extras = ["hf_quant_config.json", "generation_config.json", *tokenizer_files(inventory.root)]
     if trust_remote_code:
         # The configuration code auto_map names (configuration_*.py) travels with config.json.
         extras += [p.name for p in inventory.root.glob("*.py")]
@@ -250,7 +250,8 @@ def _stage(inventory: Inventory, tmp: Path, name: str, trust_remote_code: bool) 
     return config_dir, tensors_file
 
 
-def _tokenizer_files(root: Path) -> list[str]:
+def tokenizer_files(root: Path) -> list[str]:
+    """The tokenizer files a checkpoint at `root` may ship (staged beside config.json)."""
     from .child.unchecked_steps import TOKENIZER_FILES
 
     return [*TOKENIZER_FILES, *sorted(p.name for p in root.glob("*.tiktoken"))]

@@ -157,6 +157,8 @@ def replay_attention_backend(ea: Any) -> None:
 
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+# transformers' check of remote code's imports (dynamic_module_utils.check_imports).
+_NOT_FOUND = re.compile(r"packages that were not found in your environment: ([\w.\-]+(?:, [\w.\-]+)*)")
 
 
 def absent_package(exc: BaseException | str) -> str | None:
@@ -170,6 +172,8 @@ def absent_package(exc: BaseException | str) -> str | None:
         if isinstance(current, ImportError) and current.name:
             names.append(current.name)
         names += _NO_MODULE.findall(str(current))
+        for found in _NOT_FOUND.findall(str(current)):
+            names += found.split(", ")
         for name in names:
             top = name.split(".")[0]
             if top and not _importable(top):
