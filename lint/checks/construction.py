@@ -63,7 +63,7 @@ def _absent_package_named(ctx: Context, message: str) -> str | None:
     nothing about the checkpoint (a GPU box has vLLM's pinned build, whose kernels this
     machine cannot inspect)."""
     for package in ctx.report.absent_gpu_packages:
-        if _PACKAGE_NAMES.get(package, package) in message:
+        if _PACKAGE_NAMES.get(package, package) in message or f"No module named '{package}" in message:
             return package
     return None
 

@@ -76,6 +76,7 @@ def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | 
             "target": target,
             "draft": draft,
             "remote_code": _code_stamps(path) + (_code_stamps(Path(s.draft)) if s.draft else []),
+            "tokenizer": _tokenizer_stamps(path),
             "fix_leftovers": LocalShards(path).fix_leftovers(),
             "draft_fix_leftovers": draft_leftovers,
             "settings": s.lint_settings(),
@@ -94,6 +95,20 @@ def _code_stamps(root: Path) -> list[list[object]]:
         except OSError:
             continue
         out.append([p.name, st.st_size, st.st_mtime_ns])
+    return out
+
+
+def _tokenizer_stamps(root: Path) -> list[list[object]]:
+    """The tokenizer files a start-up step reads (a reasoning parser): no memo signature covers them."""
+    from ..probe.runner import tokenizer_files
+
+    out: list[list[object]] = []
+    for name in tokenizer_files(root):
+        try:
+            st = (root / name).stat()
+        except OSError:
+            continue
+        out.append([name, st.st_size, st.st_mtime_ns])
     return out
 
 

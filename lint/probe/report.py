@@ -339,6 +339,18 @@ class PatchRecord:
 
 
 @dataclass
+class UncheckedStep:
+    """A start-up step of `vllm serve` the probe left out of its replay, because it needs
+    something the probe cannot have (a tokenizer the checkpoint does not ship, a GPU-only
+    package): the environment's limit, not a finding about the checkpoint."""
+
+    step: str  # what vLLM does at that step
+    flag: str  # the serve flag that asks for it
+    why: str  # what the probe lacks
+    package: str = ""  # the absent package, where that is the reason
+
+
+@dataclass
 class ProbeReport:
     vllm: VllmIdentity
     request: Request
@@ -347,6 +359,8 @@ class ProbeReport:
     # provisioned environment never installs them) and that one of the report's errors names:
     # vLLM's checks for their kernels fail here whatever the checkpoint.
     absent_gpu_packages: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
+    # Start-up steps the command asks for that the probe did not replay (unchecked_steps.py).
+    unchecked_steps: list[UncheckedStep] = field(default_factory=list, metadata=OMIT_EMPTY)
     patches: list[PatchRecord] = field(default_factory=list)
     # Set where vLLM's config classes refused the inputs: nothing below it was built.
     config_error: ErrorRecord | None = None

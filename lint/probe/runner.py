@@ -179,6 +179,7 @@ def cache_inputs(inventory: Inventory, request: ProbeRequest, identity: dict[str
         return {
             "config_sha256": hashlib.sha256(inv.config_path.read_bytes()).hexdigest(),
             "quant_sha256": hashlib.sha256(json.dumps(inv.hf_quant_config, sort_keys=True).encode()).hexdigest(),
+            "tokenizer_sha256": _tokenizer_digest(inv.root),
             "inventory": inv.digest,
         }
 
@@ -191,6 +192,15 @@ def cache_inputs(inventory: Inventory, request: ProbeRequest, identity: dict[str
         "request": json.loads(json.dumps(request.key_fields(), sort_keys=True)),
         "probe_source": _source_digest(),
     }
+
+
+def _tokenizer_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for name in tokenizer_files(root):
+        p = root / name
+        if p.is_file():
+            h.update(name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
 
 
 def _source_digest() -> str:
@@ -236,7 +246,8 @@ def _stage(inventory: Inventory, tmp: Path, name: str, trust_remote_code: bool) 
     config_dir = tmp / f"{name}config"
     config_dir.mkdir()
     (config_dir / "config.json").write_bytes(inventory.config_path.read_bytes())
-    extras = ["hf_quant_config.json", "generation_config.json"]
+    # The tokenizer travels too: vLLM reads it at start-up where a step needs one (reasoning parsers).
+    extras = ["hf_quant_config.json", "generation_config.json", *tokenizer_files(inventory.root)]
     if trust_remote_code:
         # The configuration code auto_map names (configuration_*.py) travels with config.json.
         extras += [p.name for p in inventory.root.glob("*.py")]
@@ -248,6 +259,13 @@ def _stage(inventory: Inventory, tmp: Path, name: str, trust_remote_code: bool) 
     tensors_file = tmp / f"{name}tensors.json"
     tensors_file.write_text(json.dumps([[t.name, t.dtype, list(t.shape)] for t in inventory.tensors.values()]))
     return config_dir, tensors_file
+
+
+def tokenizer_files(root: Path) -> list[str]:
+    """The tokenizer files a checkpoint at `root` may ship (staged beside config.json)."""
+    from .child.unchecked_steps import TOKENIZER_FILES
+
+    return [*TOKENIZER_FILES, *sorted(p.name for p in root.glob("*.tiktoken"))]
 
 
 def _run_child(

@@ -15,6 +15,7 @@ import io
 from typing import Any
 
 from ..report import ChildRequest
+from . import unchecked_steps
 
 
 class ServeArgsRejected(Exception):
@@ -107,8 +108,10 @@ def engine_args(request: ChildRequest) -> Any:
 
     spec = _speculative(request)
     serve_argv = list(request.serve_argv or [])
+    typed_model = None  # the model as the command names it: a tokenizer defaulting to it is the staged one
     if serve_argv:
         args = parse_serve(serve_argv, _defaults(request, spec))
+        typed_model = args.model
         _confirm_model(request, args.model)
         ea = EngineArgs.from_cli_args(args)
         if isinstance(ea.speculative_config, dict):
@@ -125,8 +128,12 @@ def engine_args(request: ChildRequest) -> Any:
             **({"kv_cache_dtype": serve["kv_cache_dtype"]} if serve.get("kv_cache_dtype") else {}),
         )
     ea.model = request.config_dir
-    ea.tokenizer = None
-    ea.skip_tokenizer_init = True
+    # The tokenizer is read (from the staged checkpoint) only where a start-up step needs it.
+    ea.tokenizer = None if ea.tokenizer in (None, typed_model) else ea.tokenizer
+    unchecked_steps.replay_tokenizer(ea, request.config_dir)
+    if ea.tokenizer != request.config_dir:
+        ea.tokenizer, ea.skip_tokenizer_init = None, True
+    unchecked_steps.replay_attention_backend(ea)
     ea.load_format = "dummy"
     return ea
 
@@ -219,10 +226,16 @@ def _as_written(draft_dir: str, written: str) -> str:
 def create(request: ChildRequest) -> tuple[Any, Any]:
     """(VllmConfig, SpeculativeConfig) as `vllm serve` creates them for the request; the
     request then says what vLLM read (TP, PP, N, the KV cache dtype, the method it resolved):
-    the report is labelled with vLLM's reading, and the probe models it."""
+    the report is labelled with vLLM's reading, and the probe models it. A start-up step that
+    needs the tokenizer the probe could not load is said not checked, and the rest replayed."""
     args = engine_args(request)
     try:
-        vllm_config = args.create_engine_config()
+        try:
+            vllm_config = args.create_engine_config()
+        except Exception as exc:
+            if not unchecked_steps.without_tokenizer(args, exc):
+                raise
+            vllm_config = args.create_engine_config()
     except Exception as exc:
         _record_method(request, _method_resolved_before(exc))
         raise

@@ -85,6 +85,9 @@ def probe(request: ChildRequest, *, prepared: bool = False) -> ProbeReport:
     with gc_paused():  # cold or forked alike: from here on the same code on the same state
         report = _probe(request, timings, t0)
     report.absent_gpu_packages = _absent_gpu_packages_named(report)
+    from . import unchecked_steps
+
+    report.unchecked_steps = unchecked_steps.drain()
     return report
 
 
@@ -281,12 +284,20 @@ def _absent_gpu_packages_named(report: ProbeReport) -> list[str]:
     where it matters, so every other report stays as it was."""
     import importlib.util
 
+    from .unchecked_steps import absent_package
+
     errors = [*report.construction_errors.values(), *([report.config_error] if report.config_error else [])]
-    return [
+    named = [
         package
         for package, shown in _GPU_PACKAGES.items()
         if any(shown in e.message for e in errors) and importlib.util.find_spec(package) is None
     ]
+    # Any package an import error names that this interpreter lacks (`No module named 'x'`).
+    for e in errors:
+        package = absent_package(e.message)
+        if package is not None and package not in named:
+            named.append(package)
+    return named
 
 
 def _plain_linears(built: Any, draft_only: bool) -> list[tuple[Model, str]]:
