@@ -95,8 +95,8 @@ def _check_values(entry: dict[str, Any], where: str) -> None:
         if failed:
             raise CorpusError(f"{where}: {message}")
     argv = command(entry["published"], where)
-    if argv[2] not in entry["models"]:
-        raise CorpusError(f"{where}: the served model {argv[2]!r} has no fixture in `models`")
+    if served_model(argv) not in entry["models"]:
+        raise CorpusError(f"{where}: the served model {served_model(argv)!r} has no fixture in `models`")
 
 
 def command(published: str, where: str) -> list[str]:
@@ -109,10 +109,22 @@ def command(published: str, where: str) -> list[str]:
     for i in range(len(words) - 1):
         if words[i] == "vllm" and words[i + 1] == "serve":
             argv = words[i:]  # what precedes (`NAME=VALUE`, a launcher) is not vLLM's
-            if len(argv) < 3 or argv[2].startswith("-"):
-                raise CorpusError(f"{where}: the command names no model after `vllm serve`")
+            if served_model(argv) is None:
+                raise CorpusError(f"{where}: the command names no model (after `vllm serve`, or as --model)")
             return argv
     raise CorpusError(f"{where}: published holds no `vllm serve` command")
+
+
+def served_model(argv: list[str]) -> str | None:
+    """The model `vllm serve` serves: its positional argument, else `--model X` / `--model=X`."""
+    if len(argv) > 2 and not argv[2].startswith("-"):
+        return argv[2]
+    for i, word in enumerate(argv):
+        if word == "--model" and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith("--model="):
+            return word.removeprefix("--model=")
+    return None
 
 
 def substituted(argv: list[str], paths: dict[str, str]) -> list[str]:
