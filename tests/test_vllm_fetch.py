@@ -91,7 +91,9 @@ def test_a_commit_is_fetched_provisioned_and_reused(remote, tmp_path):
     assert first.returncode in (0, 1), first.stderr[-3000:]
     report = json.loads(first.stdout)
     # As setuptools-scm writes it for a build one commit after v0.29.0.
-    assert report["vllm"] == {"version": f"0.29.1.dev1+g{between[:9]}", "commit": "g" + between[:9]}
+    identity = {k: report["vllm"][k] for k in ("version", "commit")}
+    assert identity == {"version": f"0.29.1.dev1+g{between[:9]}", "commit": "g" + between[:9]}
+    assert report["vllm"]["shared"] == ["torch"]  # a tree without requirements/: the interpreter's libraries
     assert "MTP010" in {f["code"] for f in report["findings"]}  # the 0.29 tree's verdict (test_vllm_source)
     assert f"fetching vLLM commit {between}" in first.stderr and "history fetched" in first.stderr
     assert "git fetch --depth 1" in first.stderr and "ready in" in first.stderr
