@@ -143,14 +143,22 @@ def usable_dir(d: Path) -> bool:
     return all(_private(p) for p in ([root] if root in d.parents else []) + [d])
 
 
-@functools.lru_cache(maxsize=64)
+_judged: dict[Path, bool] = {}  # per directory, once a process: the stat is not repeated per entry
+
+
 def _private(d: Path) -> bool:
-    try:
-        st = os.stat(d)
-    except FileNotFoundError:
-        return True  # made 0700 by make_dir when an entry is first written
-    except OSError:
-        return False
+    if d not in _judged:
+        try:
+            st = os.stat(d)
+        except FileNotFoundError:
+            return True  # made 0700 by make_dir when an entry is first written; judged once it exists
+        except OSError:
+            return False
+        _judged[d] = _judge(d, st)
+    return _judged[d]
+
+
+def _judge(d: Path, st: os.stat_result) -> bool:
     if not stat.S_ISDIR(st.st_mode) or not st.st_mode & 0o022:
         return stat.S_ISDIR(st.st_mode)
     mode = f"{stat.S_IMODE(st.st_mode):04o}"
