@@ -239,3 +239,9 @@ def test_any_flag_nested_past_the_limit_is_bad_input_before_the_probe(tmp_path, 
 def test_brackets_inside_json_strings_do_not_count_as_nesting(tmp_path):
     value = json.dumps({"method": "mtp", "note": "[" * 500})
     assert serve_args.nesting_problem(["--speculative-config", value], "cmd") is None
+
+
+def test_an_inline_chat_template_is_not_taken_for_nested_json():
+    template = "{% for m in messages %}" + "{{ '[' }}" * 100 + "{% endfor %}"
+    assert serve_args.nesting_problem(["--chat-template", template], "cmd") is None
+    assert serve_args.nesting_problem([f"--chat-template={template}"], "cmd") is None

@@ -71,10 +71,14 @@ def read_file(path: Path) -> list[str]:
 
 
 def nesting_problem(tokens: list[str], where: str) -> str | None:
-    """The one-line problem of a token whose brackets nest deeper than MAX_FLAG_NESTING (counted
-    outside JSON strings), naming its flag; None when every token is shallower."""
+    """The one-line problem of a JSON value (a token, or the part after `--flag=`, that opens with
+    a bracket; not a Jinja template) whose brackets nest deeper than MAX_FLAG_NESTING, counted
+    outside JSON strings, naming its flag; None when every value is shallower."""
     for i, token in enumerate(tokens):
-        if token.count("{") + token.count("[") <= MAX_FLAG_NESTING or _depth(token) <= MAX_FLAG_NESTING:
+        value = token.partition("=")[2] if token.startswith("-") else token
+        if not value.lstrip().startswith(("{", "[")) or value.lstrip().startswith(("{{", "{%", "{#")):
+            continue
+        if value.count("{") + value.count("[") <= MAX_FLAG_NESTING or _depth(value) <= MAX_FLAG_NESTING:
             continue
         flag = token.partition("=")[0] if token.startswith("-") else (tokens[i - 1] if i else "a value")
         return f"{where}: {flag[:80]} is nested more than {MAX_FLAG_NESTING} levels deep"
