@@ -36,3 +36,27 @@ def test_torch_still_writes_it_so_the_guard_is_needed():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() not in ("", "None")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "GITHUB_TOKEN",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "OPENAI_API_KEY",
+        "WANDB_API_KEY",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "PGPASSWORD",
+        "VLLM_API_KEY",
+        "HF_HUB_TOKEN",
+        "hf_token",
+    ],
+)
+def test_a_credential_never_reaches_a_child_that_runs_checkpoint_code(monkeypatch, name):
+    """Issue #37 item 2: not only the hub token and the cache secret (the probe, its workers and
+    verify's engine all start from this environment)."""
+    monkeypatch.setenv(name, "s3cr3t")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # a credential's word inside another is none
+    env = launch_env.child_environ()
+    assert name not in env and env["TOKENIZERS_PARALLELISM"] == "false"

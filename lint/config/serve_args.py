@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from ..core.regular_files import UnreadableFile, read_capped_text
 
 _SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")
 _MODEL_FLAG = re.compile(r"^--model(=.+|$)")  # vLLM's own pattern (utils/argparse_utils.py)
@@ -29,6 +30,9 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _MAX_FILE_BYTES = 1 << 20
 # mtplint's options a serve command also sets: given beside one, vLLM's reading must agree.
 PINNABLE = ("tensor_parallel_size", "pipeline_parallel_size", "num_speculative_tokens", "kv_cache_dtype", "method")
+# JSON in a flag value (--speculative-config, --hf-overrides, ...) nested deeper than this is bad
+# input here: Python's json (mtplint's and vLLM's) fails on ~1,000 levels with a RecursionError.
+MAX_FLAG_NESTING = 64
 
 
 def split_command(tokens: list[str], where: str) -> tuple[str | None, list[str]]:
@@ -63,19 +67,59 @@ def with_model(argv: list[str], model: str) -> list[str]:
 
 def read_file(path: Path) -> list[str]:
     """The tokens of a serve-args file: one `vllm serve` command line or just its flags, as a
-    shell reads them (quotes, backslash line continuations, `#` comments)."""
+    shell reads them (quotes, backslash line continuations, `#` comments). A file that holds
+    none is bad input: linting the default deployment instead would answer another question."""
     try:
-        if path.stat().st_size > _MAX_FILE_BYTES:
-            raise BadInput(f"{path}: larger than 1 MiB; a serve-args file holds one vllm serve command line")
-        text = path.read_text(encoding="utf-8")
+        text = read_capped_text(path, _MAX_FILE_BYTES)
     except FileNotFoundError:
         raise BadInput(f"{path}: no such serve-args file") from None
+    except UnreadableFile as exc:
+        raise BadInput(f"{path}: {exc.strerror}; a serve-args file holds one vllm serve command line") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read the serve-args file ({exc})") from None
     try:
-        return shlex.split(text.replace("\\\n", " "), comments=True)
+        tokens = shlex.split(text.replace("\\\n", " "), comments=True)
     except ValueError as exc:
         raise BadInput(f"{path}: not a shell command line ({exc})") from None
+    if not tokens:
+        raise BadInput(f"{path}: holds no vllm serve command (the file is empty or all comments)")
+    return tokens
+
+
+def nesting_problem(tokens: list[str], where: str) -> str | None:
+    """The one-line problem of a JSON value (a token, or the part after `--flag=`, that opens with
+    a bracket; not a Jinja template) whose brackets nest deeper than MAX_FLAG_NESTING, counted
+    outside JSON strings, naming its flag; None when every value is shallower."""
+    for i, token in enumerate(tokens):
+        value = token.partition("=")[2] if token.startswith("-") else token
+        if not value.lstrip().startswith(("{", "[")) or value.lstrip().startswith(("{{", "{%", "{#")):
+            continue
+        if value.count("{") + value.count("[") <= MAX_FLAG_NESTING or _depth(value) <= MAX_FLAG_NESTING:
+            continue
+        flag = token.partition("=")[0] if token.startswith("-") else (tokens[i - 1] if i else "a value")
+        return f"{where}: {flag[:80]} is nested more than {MAX_FLAG_NESTING} levels deep"
+    return None
+
+
+def _depth(text: str) -> int:
+    deepest = depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "}]":
+            depth -= 1
+    return deepest
 
 
 def speculative_model(argv: list[str]) -> tuple[str | None, str | None]:
@@ -124,6 +168,8 @@ def folded(values: dict[str, Any], given: dict[str, Any], path: Path) -> dict[st
     if tokens is None:
         return {}
     model, argv = split_command(tokens, where)
+    if problem := nesting_problem(argv, where):
+        raise BadInput(problem)
     if model is None or Path(model) != path:
         model = str(path)  # a serve-args file's command, linted against PATH
         argv = with_model(argv, model)

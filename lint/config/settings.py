@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from ..core.regular_files import UnreadableFile, read_capped
 from .schema import CHECKPOINT_KEYS, FILE_KEYS, GIVEN, Settings, checked
 
 # gpu and sm name one thing (resolve() refuses both): a layer that sets either overrides both below it.
@@ -36,12 +37,11 @@ def _shown(key: str) -> str:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as f:
-            raw = f.read(_MAX_FILE_BYTES + 1)
+        raw = read_capped(path, _MAX_FILE_BYTES)
+    except UnreadableFile as exc:
+        raise BadInput(f"{exc.strerror}; not a settings file", path=str(path)) from None
     except OSError as exc:
         raise BadInput(f"cannot read: {exc.strerror or exc}", path=str(path)) from None
-    if len(raw) > _MAX_FILE_BYTES:
-        raise BadInput(f"larger than {_MAX_FILE_BYTES} bytes; not a settings file", path=str(path))
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # TOMLDecodeError and UnicodeDecodeError are ValueErrors

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..core.errors import BadInput
 from ..core.findings import Finding
+from ..core.regular_files import read_capped_text
 
 _KEYS = ("id", "code", "location", "path", "reason")
 _CODE = re.compile(r"[A-Z]{2,}[0-9]{3,}")
@@ -157,11 +158,14 @@ def _target_problem(item: dict[str, str], known: set[str]) -> str | None:
     return None if rule in known else f"unknown rule code {rule}; see `mtplint rules`"
 
 
+SETTINGS_MAX_BYTES = 1 << 20  # as settings.py reads the file the first time
+
+
 def _header_lines(where: str, count: int) -> list[int | None]:
     """Line of each entry's [[suppress]] header; all None when the entries cannot be told
     apart by their headers (an inline array, or a file that cannot be read again)."""
     try:
-        text = Path(where.split(" [", 1)[0]).read_text(encoding="utf-8")
+        text = read_capped_text(Path(where.split(" [", 1)[0]), SETTINGS_MAX_BYTES)
     except (OSError, UnicodeDecodeError):
         return [None] * count
     found = [i for i, ln in enumerate(text.splitlines(), 1) if _HEADER.match(ln)]

@@ -11,6 +11,12 @@ an HMAC-SHA256 over its file name (which holds the key) and its bytes, keyed by 
 outside the cache directory: `$MTPLINT_CACHE_SECRET`, else a 32-byte random file
 `$XDG_CONFIG_HOME/mtplint/cache-secret` (`~/.config/...`), created 0600 on first use. An entry
 that does not verify is a miss and is removed; without a secret, nothing is cached.
+
+Whatever sits at an entry's name is read as a file mtplint did not create (core.regular_files):
+a FIFO, a device or a link planted there is a miss and is removed, never read. A cache directory
+others can write is made private (or, not being ours, left unused) and a secret file others can
+read is refused: each is said once on stderr, since every lint would otherwise probe again in
+silence.
 """
 
 from __future__ import annotations
@@ -22,11 +28,29 @@ import hmac
 import os
 import secrets
 import stat
+import sys
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
+
+from .regular_files import UnreadableFile, open_regular
+from .textsafe import terminal_safe
 
 _MAGIC = b"mtplint-sealed-v1\n"
 _TAG = 32
+# The largest entry read back: a probe report of the largest layouts is a few MB compressed.
+MAX_ENTRY_BYTES = 1 << 30
+_said: set[str] = set()
+
+
+def _warn_once(line: str) -> None:
+    if line in _said:
+        return
+    _said.add(line)
+    from .progress import settle
+
+    settle()  # a live progress line is erased first, so the warning has its own line
+    print(f"mtplint: warning: {terminal_safe(line)}", file=sys.stderr, flush=True)
 
 
 def cache_root() -> Path:
@@ -75,14 +99,26 @@ def _file_secret(path_str: str) -> bytes | None:
 
 
 def _read_secret(path: Path) -> bytes | None:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
+    f, st = _open_secret(path)
+    with f:
         # Only a private file of ours: one others can read or write is no secret.
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            whose = "not yours" if st.st_uid != os.getuid() else f"mode {stat.S_IMODE(st.st_mode):04o}"
+            _warn_once(
+                f"the cache secret {path} is open to other users ({whose}), so nothing is cached and every "
+                "lint probes again; remove it (a private one is made on the next lint) or set MTPLINT_CACHE_SECRET"
+            )
             return None
         data = f.read(4096).strip()
     return hashlib.sha256(b"mtplint cache secret\0" + data).digest() if len(data) >= 32 else None
+
+
+def _open_secret(path: Path) -> tuple[BinaryIO, os.stat_result]:
+    try:
+        return open_regular(path, nofollow=True)
+    except UnreadableFile as exc:
+        _warn_once(f"the cache secret {path} is {exc.strerror}: nothing is cached; remove it")
+        raise
 
 
 def _tag(key: bytes, name: str, body: bytes) -> bytes:
@@ -100,6 +136,47 @@ def make_dir(d: Path) -> None:
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
+def usable_dir(d: Path) -> bool:
+    """Whether entries may be kept in `d` (and the cache root above it): a directory others can
+    write is made private when it is ours, and left unused (said once) when it is not."""
+    root = cache_root()
+    return all(_private(p) for p in ([root] if root in d.parents else []) + [d])
+
+
+_judged: dict[Path, bool] = {}  # per directory, once a process: the stat is not repeated per entry
+
+
+def _private(d: Path) -> bool:
+    if d not in _judged:
+        try:
+            st = os.stat(d)
+        except FileNotFoundError:
+            return True  # made 0700 by make_dir when an entry is first written; judged once it exists
+        except OSError:
+            return False
+        _judged[d] = _judge(d, st)
+    return _judged[d]
+
+
+def _judge(d: Path, st: os.stat_result) -> bool:
+    if not stat.S_ISDIR(st.st_mode) or not st.st_mode & 0o022:
+        return stat.S_ISDIR(st.st_mode)
+    mode = f"{stat.S_IMODE(st.st_mode):04o}"
+    if st.st_uid == os.getuid():
+        try:
+            os.chmod(d, stat.S_IMODE(st.st_mode) & ~0o077)
+        except OSError:
+            pass
+        else:
+            _warn_once(f"the cache directory {d} was writable by other users (mode {mode}); made it private (0700)")
+            return True
+    _warn_once(
+        f"the cache directory {d} is writable by other users (mode {mode}) and cannot be made private; "
+        "nothing is cached there: set MTPLINT_CACHE_DIR to a directory of your own"
+    )
+    return False
+
+
 def write_entry(path: Path, body: bytes) -> None:
     """Store `body` sealed under `path` (atomic); nothing when there is no secret or no room."""
     key = secret()
@@ -107,6 +184,8 @@ def write_entry(path: Path, body: bytes) -> None:
         return
     tmp = None
     try:
+        if not usable_dir(path.parent):
+            return
         make_dir(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
@@ -125,12 +204,18 @@ def read_entry(path: Path) -> bytes | None:
     """The body stored under `path` by write_entry with this user's secret; None otherwise (an
     entry that does not verify is removed: it would only cost a read again)."""
     key = secret()
-    if key is None:
+    if key is None or not usable_dir(path.parent):
         return None
     try:
-        with path.open("rb") as f:
-            inode = os.fstat(f.fileno()).st_ino
-            blob = f.read()
+        f, st = open_regular(path, nofollow=True)
+        with f:
+            inode = st.st_ino
+            blob = f.read(MAX_ENTRY_BYTES + 1) if st.st_size <= MAX_ENTRY_BYTES else b""
+    except UnreadableFile:
+        # A FIFO, a device or a link at an entry's name: no entry of ours, and in the way of one.
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
     except OSError:
         return None
     head = len(_MAGIC)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.regular_files import read_capped_text
+
 
 @dataclass(frozen=True)
 class PlanOptions:
@@ -117,6 +119,9 @@ class Rendered:
         return "".join(out)
 
 
+MAX_JSON_BYTES = 256 << 20  # the inventory's own limit on the JSON files a fix rewrites
+
+
 def render(root: Path, changes: list[Change]) -> Rendered:
     docs: dict[str, dict[str, Any]] = {}
     olds: dict[str, str | None] = {}
@@ -128,7 +133,7 @@ def render(root: Path, changes: list[Change]) -> Rendered:
             continue
         if ch.file not in docs:
             path = root / ch.file
-            old = None if ch.create and not path.exists() else path.read_text(encoding="utf-8")
+            old = None if ch.create and not path.exists() else read_capped_text(path, MAX_JSON_BYTES)
             olds[ch.file] = old
             docs[ch.file] = json.loads(old) if old is not None else {}
         if ch.tensor_bytes:

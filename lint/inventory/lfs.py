@@ -5,12 +5,12 @@ they declare a header of ~2.3e18 bytes; this names them instead, all of them at 
 from __future__ import annotations
 
 import configparser
-import os
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..core.errors import BadInput
+from ..core.regular_files import open_regular
 from .safetensors_header import LFS_POINTER_PREFIX
 
 POINTER_MAX_BYTES = 1024  # the spec's upper bound on a pointer file
@@ -23,11 +23,9 @@ def is_pointer(path: Path) -> bool:
     """A regular file under 1024 bytes starting with the LFS spec line. Anything unreadable is not
     one: the header reader reports it."""
     try:
-        st = os.stat(path)
-        if not (st.st_size < POINTER_MAX_BYTES and os.path.isfile(path)):
-            return False
-        with open(path, "rb", buffering=0) as f:
-            return f.read(len(LFS_POINTER_PREFIX)) == LFS_POINTER_PREFIX
+        f, st = open_regular(path)  # a FIFO swapped in after a stat must not hang the read
+        with f:
+            return st.st_size < POINTER_MAX_BYTES and f.read(len(LFS_POINTER_PREFIX)) == LFS_POINTER_PREFIX
     except (OSError, ValueError):
         return False
 

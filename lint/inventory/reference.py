@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..core.mtp_layout import is_mtp_name, layer_role, mtp_layer_index, num_hidden_layers
+from ..core.regular_files import open_regular
 from .fingerprint import canonical_leaf, is_fused_expert_module
 from .lfs import is_pointer
 from .model import Inventory, ModuleFormat, TensorInfo
@@ -271,8 +271,9 @@ def read_windows(root: Path, t: TensorInfo) -> tuple[list[bytes] | None, str]:
     if is_pointer(path):
         return None, f"{t.file} is a Git LFS pointer"
     try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size < t.end:
+        f, st = open_regular(path)
+        with f:
+            if st.st_size < t.end:
                 return None, f"{t.file} is shorter than its header says"
             return [_read(f, t.begin + off, size) for off, size in window_offsets(t.nbytes)], ""
     except OSError as e:

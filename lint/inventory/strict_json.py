@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..core import regular_files
 from ..core.errors import BadInput
 
 # Twice safetensors' header limit: a weight-map index of a million tensors is ~60 MB.
@@ -118,20 +118,14 @@ def read_bounded(path: Path, limit: int) -> bytes:
 
 
 def open_regular(path: Path, not_regular: str) -> tuple[BinaryIO, os.stat_result]:
-    """Open a regular file for reading, or raise BadInput (`not_regular` when it is a directory, a
-    FIFO or a device). O_NONBLOCK: a FIFO planted under a checkpoint file's name must not hang open()."""
+    """Open a regular file for reading (core.regular_files), or raise BadInput (`not_regular` when
+    it is a directory, a FIFO or a device)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        return regular_files.open_regular(path)
+    except regular_files.UnreadableFile:
+        raise BadInput(not_regular, path=str(path)) from None
     except OSError as e:
         raise BadInput(f"cannot read: {e.strerror or e}", path=str(path)) from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise BadInput(not_regular, path=str(path))
-        return os.fdopen(fd, "rb"), st
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def loads(text: str, where: str, max_depth: int) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..core.errors import BadInput
 from ..core.findings import Finding, RunResult, Suppressed
+from ..core.regular_files import read_capped
 from ..core.textsafe import json_safe, terminal_safe
 from ..core.versions import __version__
 
@@ -80,10 +81,14 @@ class Baseline:
         return [terminal_safe(line) for line in lines]
 
 
+# A baseline lists one line per accepted finding: far below this even for a matrix of large checkpoints.
+MAX_BASELINE_BYTES = 256 << 20
+
+
 def read_baseline(file: Path) -> Baseline:
     where = str(file)
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(read_capped(file, MAX_BASELINE_BYTES).decode("utf-8"))
     except OSError as exc:
         raise BadInput(f"cannot read baseline: {exc.strerror or exc}", path=where) from None
     except (ValueError, RecursionError) as exc:

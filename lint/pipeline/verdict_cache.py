@@ -3,7 +3,8 @@ checkpoint skips the inventory memo, the probe report and the checks.
 
 A lint is remembered under the hash of what can be known before vLLM's identity is read: the
 checkpoint's memo signature (every JSON file's bytes and every shard's header, inventory.memo),
-its Python files (remote code), the leftovers of an interrupted fix, the settings, the patches
+the bytes of every other file staged into the probe (probe.staged_files: Python files,
+generation_config.json), the leftovers of an interrupted fix, the settings, the patches
 asked for and mtplint's own code and rule files. The entry also keeps what only the lint knows
 later: vLLM's identity and the probe request. A read compares all of it with the lint at hand; any difference is a miss
 and the lint runs in full. Entries are sealed like every cache entry (core.cache_dirs), so a
@@ -27,9 +28,11 @@ from typing import Any
 
 from ..config.schema import Settings
 from ..core.cache_dirs import cache_root, read_entry, write_entry
+from ..core.errors import BadInput
 from ..core.findings import Finding, Fixes, Location
 from ..core.run_inputs import RunInputs
 from ..core.versions import __version__
+from ..probe import staged_files
 
 _FORMAT = "mtplint-verdict-v1"
 
@@ -58,6 +61,9 @@ def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | 
     target = memo.signature(path.absolute())
     if target is None:
         return None
+    staged = _staged(path, s.draft)
+    if staged is None:
+        return None
     draft = draft_leftovers = None
     if s.draft:
         draft_path = Path(s.draft)
@@ -75,8 +81,7 @@ def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | 
             "path": str(path),
             "target": target,
             "draft": draft,
-            "remote_code": _code_stamps(path) + (_code_stamps(Path(s.draft)) if s.draft else []),
-            "tokenizer": _tokenizer_stamps(path),
+            "staged": staged,
             "fix_leftovers": LocalShards(path).fix_leftovers(),
             "draft_fix_leftovers": draft_leftovers,
             "settings": s.lint_settings(),
@@ -85,31 +90,14 @@ def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | 
     )
 
 
-def _code_stamps(root: Path) -> list[list[object]]:
-    """The checkpoint's own Python files (configuration code --trust-remote-code runs), by
-    name, size and mtime: no memo signature covers them."""
-    out: list[list[object]] = []
-    for p in sorted(root.glob("*.py")):
-        try:
-            st = p.stat()
-        except OSError:
-            continue
-        out.append([p.name, st.st_size, st.st_mtime_ns])
-    return out
-
-
-def _tokenizer_stamps(root: Path) -> list[list[object]]:
-    """The tokenizer files a start-up step reads (a reasoning parser): no memo signature covers them."""
-    from ..probe.runner import tokenizer_files
-
-    out: list[list[object]] = []
-    for name in tokenizer_files(root):
-        try:
-            st = (root / name).stat()
-        except OSError:
-            continue
-        out.append([name, st.st_size, st.st_mtime_ns])
-    return out
+def _staged(path: Path, draft: str | None) -> list[dict[str, str]] | None:
+    """The digests of the files staged into the probe beside config.json (its Python files
+    whether or not --trust-remote-code stages them: cheap, and never stale), of the target and
+    the draft; None where one cannot be read (the full lint says why, where it reads it)."""
+    try:
+        return [staged_files.digests(root, True) for root in [path, *([Path(draft)] if draft else [])]]
+    except BadInput:
+        return None
 
 
 def full_inputs(pre: dict[str, Any], identity: dict[str, Any], request_key: dict[str, Any]) -> dict[str, Any]:

@@ -26,14 +26,16 @@ from typing import Any
 from ..core.errors import BadInput, ProbeFailure
 from ..core.gc_pause import gc_paused
 from ..core.launch_env import child_environ
+from ..core.regular_files import read_capped
 from ..core.signals import terminating_signals_raise
 from ..inventory.model import Inventory
-from . import cache, phases, staged_headers, workers
+from . import cache, phases, staged_files, staged_headers, workers
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale
 from .memory_cap import format_size, tree_rss
 from .report import SCHEMA_VERSION, ChildRequest, ProbeReport, Request
 
 DEFAULT_TIMEOUT = 600.0
+MAX_JSON_BYTES = 256 << 20  # the inventory's limit on config.json, which it has read already
 _POLL_SECONDS = 0.25  # how often the parent checks the probe's deadline and memory
 
 # Probe children running now, from any thread: a matrix probes cells side by side, and on
@@ -177,10 +179,11 @@ def cache_inputs(inventory: Inventory, request: ProbeRequest, identity: dict[str
 
     def checkpoint(inv: Inventory) -> dict[str, Any]:
         return {
-            "config_sha256": hashlib.sha256(inv.config_path.read_bytes()).hexdigest(),
+            "config_sha256": hashlib.sha256(read_capped(inv.config_path, MAX_JSON_BYTES)).hexdigest(),
             "quant_sha256": hashlib.sha256(json.dumps(inv.hf_quant_config, sort_keys=True).encode()).hexdigest(),
-            "tokenizer_sha256": _tokenizer_digest(inv.root),
             "inventory": inv.digest,
+            # Every other file staged into the probe, by content (staged_files).
+            "staged": staged_files.digests(inv.root, request.trust_remote_code),
         }
 
     draft = request.draft_inventory
@@ -192,15 +195,6 @@ def cache_inputs(inventory: Inventory, request: ProbeRequest, identity: dict[str
         "request": json.loads(json.dumps(request.key_fields(), sort_keys=True)),
         "probe_source": _source_digest(),
     }
-
-
-def _tokenizer_digest(root: Path) -> str:
-    h = hashlib.sha256()
-    for name in tokenizer_files(root):
-        p = root / name
-        if p.is_file():
-            h.update(name.encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()
 
 
 def _source_digest() -> str:
@@ -245,27 +239,14 @@ def _stage(inventory: Inventory, tmp: Path, name: str, trust_remote_code: bool) 
     feeds as meta tensors, for one checkpoint."""
     config_dir = tmp / f"{name}config"
     config_dir.mkdir()
-    (config_dir / "config.json").write_bytes(inventory.config_path.read_bytes())
-    # The tokenizer travels too: vLLM reads it at start-up where a step needs one (reasoning parsers).
-    extras = ["hf_quant_config.json", "generation_config.json", *tokenizer_files(inventory.root)]
-    if trust_remote_code:
-        # The configuration code auto_map names (configuration_*.py) travels with config.json.
-        extras += [p.name for p in inventory.root.glob("*.py")]
-    for extra in extras:
-        src = inventory.root / extra
-        if src.is_file():
-            (config_dir / extra).write_bytes(src.read_bytes())
+    (config_dir / "config.json").write_bytes(read_capped(inventory.config_path, MAX_JSON_BYTES))
+    # The configuration code auto_map names (configuration_*.py) travels with config.json.
+    for extra in staged_files.names(inventory.root, trust_remote_code):
+        (config_dir / extra).write_bytes(staged_files.read(inventory.root, extra))
     staged_headers.stage(inventory, config_dir)
     tensors_file = tmp / f"{name}tensors.json"
     tensors_file.write_text(json.dumps([[t.name, t.dtype, list(t.shape)] for t in inventory.tensors.values()]))
     return config_dir, tensors_file
-
-
-def tokenizer_files(root: Path) -> list[str]:
-    """The tokenizer files a checkpoint at `root` may ship (staged beside config.json)."""
-    from .child.unchecked_steps import TOKENIZER_FILES
-
-    return [*TOKENIZER_FILES, *sorted(p.name for p in root.glob("*.tiktoken"))]
 
 
 def _run_child(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..core.errors import BadInput
 from ..core.findings import Finding
+from ..core.regular_files import read_capped_text
 
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -22,6 +23,7 @@ scanstring = json.decoder.scanstring  # type: ignore[attr-defined]  # (not in th
 # A config.json without a quantization_config leaves the declaration to this file (vLLM's
 # ModelOpt fallback); its keys are located there.
 _HF_QUANT = "hf_quant_config.json"
+MAX_JSON_BYTES = 256 << 20  # the inventory's own limit on a checkpoint's JSON file
 
 
 def _skip(text: str, i: int) -> int:
@@ -142,7 +144,7 @@ class SourceLines:
             path = self._path(file)
             if path is not None:
                 try:
-                    text = path.read_text(encoding="utf-8")
+                    text = read_capped_text(path, MAX_JSON_BYTES)
                 except (OSError, UnicodeDecodeError, ValueError):
                     text = None
             self._texts[file] = text

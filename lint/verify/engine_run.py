@@ -13,9 +13,24 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ProbeFailure
+from ..core.launch_env import child_environ
 
 CHILD = Path(__file__).with_name("engine_child.py")
 DEFAULT_TIMEOUT_S = 600.0
+# Run first in the engine's own Python, before engine_child.py: the engine dies with mtplint
+# even when mtplint is SIGKILLed (it runs in its own session, so no terminal signal reaches it,
+# and its own timeout could be minutes away). Linux's parent-death signal survives the exec of
+# the child script; a parent already gone by then (the instant between fork and prctl) ends it.
+_LAUNCH = (
+    "import os, runpy, signal, sys\n"
+    "if sys.platform.startswith('linux'):\n"
+    "    import ctypes\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)\n"  # PR_SET_PDEATHSIG
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    os._exit(1)\n"
+    "sys.argv = sys.argv[2:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
 
 
 class CannotServe(Exception):
@@ -101,7 +116,9 @@ def serve(
             "tp": tp,
         }
         req.write_text(json.dumps(request))
-        env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+        # Scrubbed as the probe's (core.launch_env): the engine runs the twin's and, with
+        # --trust-remote-code, the checkpoint's code, which has no use for a hub token or the cache secret.
+        env = {**child_environ(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         bind = cpu_bind(tp)
         if bind is not None:
@@ -109,7 +126,7 @@ def serve(
         env.pop("PYTHONPATH", None)  # the engine's own environment only
         started = time.perf_counter()
         proc = subprocess.Popen(
-            [python, str(CHILD), str(req), str(res)],
+            [python, "-c", _LAUNCH, str(os.getpid()), str(CHILD), str(req), str(res)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

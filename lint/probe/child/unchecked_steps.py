@@ -15,21 +15,6 @@ from typing import Any
 
 from ..report import UncheckedStep
 
-# The files `AutoTokenizer.from_pretrained(model_dir)` reads (fast, slow, tiktoken and
-# Mistral formats) and the chat template files vLLM reads beside them.
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-    "tokenizer.model",
-    "vocab.json",
-    "merges.txt",
-    "vocab.txt",
-    "tekken.json",
-    "chat_template.jinja",
-    "chat_template.json",
-)
 _TOKENIZER_MARKERS = ("tokenizer.json", "tokenizer.model", "vocab.json", "tekken.json", "vocab.txt")
 
 _steps: list[UncheckedStep] = []
