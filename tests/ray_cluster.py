@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -53,7 +54,9 @@ class RayCluster:
         self.temp = Path(tempfile.mkdtemp(prefix="mtr", dir="/tmp"))
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
-        self.env = env
+        # Every process of this cluster carries it (Ray's workers inherit their raylet's
+        # environment): how its processes are told from anyone else's.
+        self.env = {**env, "MTPLINT_TEST_RAY_CLUSTER": str(self.temp)}
         self.procs: list[subprocess.Popen] = []
         self.cpus = cpus
         self.want = nodes
@@ -140,6 +143,10 @@ class RayCluster:
         for p in self.procs:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
+        for pid in self.processes():  # a worker in its own group, in one of these sessions
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         for p in self.procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=10)
+        shutil.rmtree(self.temp, ignore_errors=True)

@@ -2,7 +2,7 @@
 existing Ray cluster, streamed into the report a local matrix writes.
 
 Placement: one CellRunner actor per node and vLLM (and per whether its cells read the hub, the
-only actors given a hub token), created on first need and kept for the matrix; a node with a free
+only actors handed a hub token), created on first need and kept for the matrix; a node with a free
 slot takes a cell of a vLLM it already runs, so each node provisions a release once and keeps one
 warm probe worker for it. A node runs as many cells at once as it has CPUs (at most 4, or
 --jobs): the same cap as the local pool's. A cell whose actor or node dies is queued again,
@@ -64,10 +64,51 @@ def connect(ray: Any, address: str) -> None:
     mtplint's stderr (a worker's stray print must not reach a report piped from stdout)."""
     import logging
 
+    _reachable(address)
+    _keep_stdout_for_the_report()
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=True)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise BadInput(f"--cluster {address}: cannot connect to a Ray cluster there ({exc})") from None
+
+
+def _keep_stdout_for_the_report() -> None:
+    """Ray's driver prints the cluster's error messages ("(raylet) A worker died or was killed
+    ...") to stdout from a thread of its own, whatever log_to_driver says (ray/_private/worker.py:
+    listen_error_messages -> print_to_stdstream, is_err False): in the middle of a JSON or JUnit
+    report on stdout (measured when a worker was killed). They go to stderr, one escaped line
+    each; the cell itself is reported by this driver ("queued again")."""
+    import click
+
+    from ..core.textsafe import terminal_safe
+
+    try:
+        from ray._private import worker
+    except ImportError:
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        for line in data.get("lines", []):
+            click.echo(f"mtplint: ray {data.get('pid', '')}: {terminal_safe(str(line))}", err=True)
+
+    if hasattr(worker, "print_to_stdstream"):
+        worker.print_to_stdstream = to_stderr
+
+
+def _reachable(address: str) -> None:
+    """A HOST:PORT (or ray://HOST:PORT) that answers nothing is bad input at once: ray.init
+    retries such an address for minutes (measured: still waiting after 300 s)."""
+    import socket
+
+    if address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise BadInput(f"--cluster {address}: not a Ray address (auto, HOST:PORT or ray://HOST:PORT)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise BadInput(f"--cluster {address}: no Ray cluster answers there ({exc.strerror or exc})") from None
 
 
 def _remote_path(t: Target) -> str:
@@ -81,8 +122,10 @@ def _remote_path(t: Target) -> str:
 def _secrets(hub: bool) -> dict[str, str]:
     """The environment an actor's cells need and the node may not have: the cache secret (every
     cell seals and verifies its cache entries with it, so nodes sharing a store agree), and a hub
-    token for the actors whose cells read the hub. Through Ray's runtime environment only: never
-    an argument, a log line or a report field."""
+    token for the actors whose cells read the hub. They travel as the actor's creation argument,
+    not in Ray's runtime environment: Ray 2.60's runtime-env agent writes a runtime
+    environment's env_vars, values included, to each node's runtime_env_agent.log at INFO
+    ("Creating runtime env: {...}"; tests/test_matrix_cluster.py greps every file Ray wrote)."""
     env = {}
     if os.environ.get(CACHE_SECRET):
         env[CACHE_SECRET] = os.environ[CACHE_SECRET]
@@ -199,16 +242,14 @@ class _Run:
 
             node = self.nodes[key[0]]
             node.releases.add(key[1])
-            env = _secrets(hub=key[2])
             options: dict[str, Any] = {
                 "num_cpus": 0,  # this driver counts each node's slots itself
                 "max_concurrency": node.slots,
                 "max_restarts": 0,
                 "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=key[0], soft=False),
             }
-            if env:
-                options["runtime_env"] = {"env_vars": env}
-            self.actors[key] = self.ray.remote(CellRunner).options(**options).remote(self.cwd)
+            runner = self.ray.remote(CellRunner).options(**options)
+            self.actors[key] = runner.remote(self.cwd, _secrets(hub=key[2]))
         return self.actors[key]
 
     def _collect(self, ref: Any) -> None:

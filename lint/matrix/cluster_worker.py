@@ -19,11 +19,13 @@ from .cells import Cell
 
 class CellRunner:
     """Lints cells of one vLLM on this node. cwd: the driver's working directory, entered when
-    this node has it (storage the nodes share): relative PATHs and settings resolve as they
-    did where the matrix was started."""
+        this node has it (storage the nodes share): relative PATHs and settings resolve as they
+        did where the matrix was started. secrets: what its cells need from the driver's environment
+    (cluster._secrets)."""
 
-    def __init__(self, cwd: str) -> None:
+    def __init__(self, cwd: str, secrets: dict[str, str]) -> None:
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+        os.environ.update(secrets)  # this process's own: probe children never get them (launch_env)
         if os.path.isdir(cwd):
             os.chdir(cwd)
         self._provisioned = threading.Lock()
