@@ -313,7 +313,7 @@ def test_no_cell_starts_after_a_failure(monkeypatch):
 
 def _at(path: str, version: str, n: int, *codes: str) -> Cell:
     cell = _cell(version, n, *codes)
-    cell.inputs = {"path": path, "num_speculative_tokens": n}
+    cell.inputs = RunInputs(path=path, num_speculative_tokens=n)
     return cell
 
 
@@ -355,7 +355,7 @@ def test_the_local_pool_runs_every_checkpoint_x_cell_in_the_report_s_order():
         seen.append((str(path), inventory, s.vllm_commit, s.num_speculative_tokens))
         result = SimpleNamespace(
             vllm={"version": s.vllm_commit},
-            inputs={"path": str(path), "num_speculative_tokens": s.num_speculative_tokens},
+            inputs=RunInputs(path=str(path), num_speculative_tokens=s.num_speculative_tokens),
             findings=[],
             probe={},
         )
@@ -365,7 +365,7 @@ def test_the_local_pool_runs_every_checkpoint_x_cell_in_the_report_s_order():
     targets = [Target(Path("a"), Settings(), axes, "inv-a"), Target(Path("b"), Settings(), axes, "inv-b")]
     cells = run_catalogue(targets, lint, jobs=2, prepare=lambda s: prepared.append(s.vllm_commit))
     assert prepared == ["0.31.0", "0.33.0"]
-    assert [(c.inputs["path"], c.vllm["version"], c.inputs["num_speculative_tokens"]) for c in cells] == [
+    assert [(c.inputs.path, c.vllm["version"], c.inputs.num_speculative_tokens) for c in cells] == [
         (p, v, n) for p in ("a", "b") for v in ("0.31.0", "0.33.0") for n in (1, 2)
     ]
     assert sorted(seen) == sorted(
