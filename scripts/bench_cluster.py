@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -62,6 +63,8 @@ def stop_workers(env: dict[str, str]) -> None:
     from mtplint.probe.workers import stop_all
 
     stop_all(Path(env["MTPLINT_WORKER_DIR"]))
+    for key in ("MTPLINT_WORKER_DIR", "MTPLINT_CACHE_DIR"):
+        shutil.rmtree(env[key], ignore_errors=True)
 
 
 def main() -> None:

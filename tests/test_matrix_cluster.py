@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -68,6 +69,8 @@ def cluster():
         stop_all(workers)
         left = ray.processes()
         (home / "config").chmod(0o700)
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(workers, ignore_errors=True)
         assert left == [], f"cluster processes left running: {left}"
 
 
@@ -113,6 +116,7 @@ def test_the_cluster_gives_the_local_pool_s_verdicts_cell_for_cell(cluster, chec
         from mtplint.probe.workers import stop_all
 
         stop_all(Path(local_env["MTPLINT_WORKER_DIR"]))
+        shutil.rmtree(local_env["MTPLINT_WORKER_DIR"], ignore_errors=True)
     assert local.returncode == 1, local.stderr[-3000:]
     args = ["--cluster", cluster.address, "--format", "json", "--format", "junit", "--format", "text"]
     args += ["--output", str(cluster_out), "--output", str(junit), "--output", "-"]
