@@ -20,7 +20,7 @@ test-fast:
 	PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest -q -n 2 --dist worksteal -m "not probe and not factory and not slow and not engine and not cluster"
 
 # `mtplint matrix --cluster` on a real two-node Ray cluster on 127.0.0.1 (tests/ray_cluster.py);
-# `make test` runs it too (~4 min on 2 cores).
+# `make test` runs it too (138 s on 2 cores; ~6 min under load).
 test-cluster: setup
 	.venv/bin/python -m pytest -q -m cluster tests/test_matrix_cluster.py
 

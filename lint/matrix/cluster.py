@@ -68,6 +68,8 @@ def connect(ray: Any, address: str) -> None:
     _keep_stdout_for_the_report()
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=True)
+    except ImportError as exc:  # ray://: Ray Client needs ray[client] (grpcio), not in the core wheel
+        raise BadInput(f"--cluster {address}: {exc} (a ray:// address needs pip install 'ray[client]')") from None
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise BadInput(f"--cluster {address}: cannot connect to a Ray cluster there ({exc})") from None
 
