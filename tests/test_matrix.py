@@ -309,3 +309,96 @@ def test_no_cell_starts_after_a_failure(monkeypatch):
         )
     assert submitted.nth(0).done()
     assert sorted(entry[2] for entry in log) == [1, 2]
+
+
+def _at(path: str, version: str, n: int, *codes: str) -> Cell:
+    cell = _cell(version, n, *codes)
+    cell.inputs = RunInputs(path=path, num_speculative_tokens=n)
+    return cell
+
+
+def test_several_checkpoints_get_a_table_and_a_verdict_each():
+    """`mtplint matrix A B`: one report, a table under each checkpoint's path in the order given,
+    each with its own verdict; JSON keeps one row per checkpoint x cell and adds each one's
+    verdict; JUnit names the checkpoint in each case."""
+    cells = [_at("b", "0.33.0", 1, "MTP006"), _at("b", "0.33.0", 2, "MTP006"), _at("a", "0.33.0", 1)]
+    cells.append(_at("a", "0.33.0", 2))
+    text = render_text(cells, "error")
+    assert text.index("b\n") < text.index("a\n")
+    assert text.count("works on none of the probed vLLMs") == 1 and text.count("works on every probed vLLM") == 1
+    doc = build_json(cells, "error")
+    assert [(c["inputs"]["path"], c["inputs"]["num_speculative_tokens"]) for c in doc["cells"]] == [
+        ("b", 1),
+        ("b", 2),
+        ("a", 1),
+        ("a", 2),
+    ]
+    assert [(c["path"], c["works_on"].split(" (")[0]) for c in doc["checkpoints"]] == [
+        ("b", "works on none of the probed vLLMs"),
+        ("a", "works on every probed vLLM"),
+    ]
+    names = [case.get("name") for case in ET.fromstring(render_junit(cells, "error")).iter("testcase")]
+    assert names == ["b n=1 tp=1", "b n=2 tp=1", "a n=1 tp=1", "a n=2 tp=1"]
+
+
+def test_the_local_pool_runs_every_checkpoint_x_cell_in_the_report_s_order():
+    """Several PATHs on the local pool: each target's cells lint its own path and inventory, the
+    vLLMs provisioned once each, the report checkpoint by checkpoint."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from mtplint.matrix.cells import Target, run_catalogue
+
+    seen, prepared = [], []
+
+    def lint(path, s, inventory, progress):
+        seen.append((str(path), inventory, s.vllm_commit, s.num_speculative_tokens))
+        result = SimpleNamespace(
+            vllm={"version": s.vllm_commit},
+            inputs=RunInputs(path=str(path), num_speculative_tokens=s.num_speculative_tokens),
+            findings=[],
+            probe={},
+        )
+        return SimpleNamespace(inventory=inventory, path_inventory=None, result=lambda: result)
+
+    axes = {"vllm": ["0.31.0", "0.33.0"], "n": [1, 2], "gpu": [None], "tp": [1]}
+    targets = [Target(Path("a"), Settings(), axes, "inv-a"), Target(Path("b"), Settings(), axes, "inv-b")]
+    cells = run_catalogue(targets, lint, jobs=2, prepare=lambda s: prepared.append(s.vllm_commit))
+    assert prepared == ["0.31.0", "0.33.0"]
+    assert [(c.inputs.path, c.vllm["version"], c.inputs.num_speculative_tokens) for c in cells] == [
+        (p, v, n) for p in ("a", "b") for v in ("0.31.0", "0.33.0") for n in (1, 2)
+    ]
+    assert sorted(seen) == sorted(
+        (p, f"inv-{p}", v, n) for p in ("a", "b") for v in ("0.31.0", "0.33.0") for n in (1, 2)
+    )
+
+
+def test_cluster_secrets_go_only_to_the_actors_whose_cells_need_them(monkeypatch):
+    """The cache secret to every actor (each cell seals its cache entries with it); a hub token
+    only to the actors of hub checkpoints; nothing when the driver has neither."""
+    from mtplint.matrix.cluster import _secrets
+
+    monkeypatch.delenv("MTPLINT_CACHE_SECRET", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    monkeypatch.setenv("HF_TOKEN", "hf_x")
+    assert _secrets(hub=False) == {}
+    assert _secrets(hub=True) == {"HF_TOKEN": "hf_x"}
+    monkeypatch.setenv("MTPLINT_CACHE_SECRET", "s")
+    assert _secrets(hub=False) == {"MTPLINT_CACHE_SECRET": "s"}
+
+
+@pytest.mark.slow
+def test_cluster_errors_are_one_line_exit_2(tmp_path):
+    """--cluster with no Ray cluster at the address, or an empty address: exit 2, one line
+    naming --cluster, before any cell runs; no traceback."""
+    from fixtures.build import cached_build
+
+    ckpt = str(cached_build("glm45-air-mtp-dropped"))
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    for address in ("", "127.0.0.1:9"):
+        proc = subprocess.run(
+            [*MTPLINT, "matrix", ckpt, "--cluster", address], capture_output=True, text=True, timeout=300, env=env
+        )
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        (line,) = proc.stderr.splitlines()
+        assert line.startswith("mtplint: error: --cluster") and proc.stdout == ""

@@ -35,6 +35,45 @@ def combinations(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(names, values, strict=True)) for values in itertools.product(*(axes[n] for n in names))]
 
 
+@dataclass
+class Target:
+    """One checkpoint of a matrix: its PATH, the settings its cells start from (its own
+    mtplint.toml may describe the deployment), its axes and its inventory read once."""
+
+    path: Path
+    settings: Settings
+    axes: dict[str, list[Any]]
+    inventory: Any = None
+
+
+@dataclass
+class Unit:
+    """One cell to lint: a checkpoint (index into the targets) and a combination."""
+
+    target: int
+    combo: dict[str, Any]
+    settings: Settings
+
+
+def units_of(targets: list[Target]) -> list[Unit]:
+    """Every checkpoint x combination, checkpoint by checkpoint: the report's order."""
+    return [
+        Unit(i, combo, _cell_settings(t.settings, combo))
+        for i, t in enumerate(targets)
+        for combo in combinations(t.axes)
+    ]
+
+
+def provision_each_vllm(units: list[Unit], prepare: Callable[[Settings], None]) -> None:
+    """Each vLLM provisioned once, one after another, before any cell runs: cells that run
+    side by side never install one environment together."""
+    first_of: dict[str, Settings] = {}
+    for u in units:
+        first_of.setdefault(str(u.combo.get("vllm")), u.settings)
+    for cell_settings in first_of.values():
+        prepare(cell_settings)
+
+
 def run_matrix(
     path: Path,
     s: Settings,
@@ -46,62 +85,78 @@ def run_matrix(
     prepare: Callable[[Settings], None] | None = None,
     inventory: Any = None,
 ) -> list[Cell]:
-    """lint: session.lint (path, cell settings, inventory, progress). prepare: provisions one vLLM's
-    environment; called for each vLLM in turn before any cell runs, so cells that run side by
-    side never install one environment together. inventory: PATH's, read once for every cell
-    (a hub revision resolved once: a branch that moves mid-matrix cannot mix two commits),
-    else the first cell's serves the rest. jobs: cells probed at once (each probe is one
-    child process; one warm worker per vLLM forks them all)."""
-    combos = combinations(axes)
-    settings = [_cell_settings(s, combo) for combo in combos]
+    """One checkpoint's matrix: run_catalogue of PATH alone."""
+    return run_catalogue([Target(path, s, axes, inventory)], lint, progress, jobs=jobs, prepare=prepare)
+
+
+def run_catalogue(
+    targets: list[Target],
+    lint: Callable[..., Any],
+    progress: Callable[[str], None] | None = None,
+    *,
+    jobs: int = 1,
+    prepare: Callable[[Settings], None] | None = None,
+) -> list[Cell]:
+    """Every checkpoint x combination on this machine. lint: session.lint (path, cell
+    settings, inventory, progress). prepare: provisions one vLLM's environment; called for
+    each vLLM in turn before any cell runs. A target's inventory: its PATH's, read once for
+    every cell (a hub revision resolved once: a branch that moves mid-matrix cannot mix two
+    commits), else its first cell's serves the rest. jobs: cells probed at once (each probe
+    is one child process; one warm worker per vLLM forks them all)."""
+    units = units_of(targets)
     if prepare is not None:
-        first_of: dict[str, Settings] = {}
-        for combo, cell_settings in zip(combos, settings, strict=True):
-            first_of.setdefault(str(combo.get("vllm")), cell_settings)
-        for cell_settings in first_of.values():
-            prepare(cell_settings)
-    if jobs <= 1 or len(combos) == 1:
-        cells = []
-        for combo, cell_settings in zip(combos, settings, strict=True):
-            if progress:
-                progress("cell " + _label(combo))
-            linted = lint(path, cell_settings, inventory, progress)
-            inventory = linted.path_inventory or linted.inventory
-            cells.append(_cell(combo, linted))
-            if cells[-1].inputs.separate_draft:  # --draft: its hub revision resolved once too
-                settings = [cs.replace(draft=cells[-1].inputs.path) for cs in settings]
-        return cells
-    return _side_by_side(path, combos, settings, lint, progress, jobs, inventory)
+        provision_each_vllm(units, prepare)
+    if jobs <= 1 or len(units) == 1:
+        return [
+            cell
+            for i, t in enumerate(targets)
+            for cell in _one_at_a_time(t, [u for u in units if u.target == i], lint, progress)
+        ]
+    return _side_by_side(targets, units, lint, progress, jobs)
+
+
+def _one_at_a_time(
+    t: Target, units: list[Unit], lint: Callable[..., Any], progress: Callable[[str], None] | None
+) -> list[Cell]:
+    cells: list[Cell] = []
+    inventory = t.inventory
+    settings = [u.settings for u in units]
+    for u, cell_settings in zip(units, settings, strict=True):
+        if progress:
+            progress("cell " + label(u.combo))
+        linted = lint(t.path, cell_settings, inventory, progress)
+        inventory = linted.path_inventory or linted.inventory
+        cells.append(cell_of(u.combo, linted))
+        if cells[-1].inputs.separate_draft:  # --draft: its hub revision resolved once too
+            settings = [cs.replace(draft=cells[-1].inputs.path) for cs in settings]
+    return cells
 
 
 def _side_by_side(
-    path: Path,
-    combos: list[dict[str, Any]],
-    settings: list[Settings],
+    targets: list[Target],
+    units: list[Unit],
     lint: Callable[..., Any],
     progress: Callable[[str], None] | None,
     jobs: int,
-    inventory: Any,
 ) -> list[Cell]:
     """Cells on a thread pool, taken round-robin over the vLLMs so their workers start
-    together. The report keeps the combinations' order; the first failing cell (in that
-    order, of those that ran) fails the matrix, as it would one cell at a time, and no cell
-    starts after a failure. Ctrl-C (or SIGTERM) kills every running probe before it
-    propagates."""
+    together. The report keeps the units' order; the first failing cell (in that order, of
+    those that ran) fails the matrix, as it would one cell at a time, and no cell starts
+    after a failure. Ctrl-C (or SIGTERM) kills every running probe before it propagates."""
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
     from ..core.signals import terminating_signals_raise
     from ..probe.runner import end_running_probes
 
-    groups: dict[str, list[int]] = {}
-    for i, combo in enumerate(combos):
-        groups.setdefault(str(combo.get("vllm")), []).append(i)
-    order = [i for round_ in itertools.zip_longest(*groups.values()) for i in round_ if i is not None]
+    order = round_robin(units)
     say = _serialized(progress)
+    several = len(targets) > 1
 
     def one(i: int) -> Any:
-        label = _label(combos[i])
-        return lint(path, settings[i], inventory, (lambda msg: say(f"[{label}] {msg}")) if say else None)
+        u = units[i]
+        t = targets[u.target]
+        name = (f"{t.path} " if several else "") + label(u.combo)
+        return lint(t.path, u.settings, t.inventory, (lambda msg: say(f"[{name}] {msg}")) if say else None)
 
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="mtplint-cell")
     # At most `jobs` cells submitted at a time, the next only once one ends without an error:
@@ -126,7 +181,15 @@ def _side_by_side(
     failed = next((futures[i].exception() for i in sorted(futures) if futures[i].exception() is not None), None)
     if failed is not None:
         raise failed
-    return [_cell(combos[i], futures[i].result()) for i in range(len(combos))]
+    return [cell_of(units[i].combo, futures[i].result()) for i in range(len(units))]
+
+
+def round_robin(units: list[Unit]) -> list[int]:
+    """The units' indices taken in turn from each vLLM's (so their workers start together)."""
+    groups: dict[str, list[int]] = {}
+    for i, u in enumerate(units):
+        groups.setdefault(str(u.combo.get("vllm")), []).append(i)
+    return [i for round_ in itertools.zip_longest(*groups.values()) for i in round_ if i is not None]
 
 
 def _serialized(progress: Callable[[str], None] | None) -> Callable[[str], None] | None:
@@ -146,11 +209,11 @@ def _cell_settings(s: Settings, combo: dict[str, Any]) -> Settings:
     return s.replace(**{AXES[axis]: value for axis, value in combo.items() if value is not None})
 
 
-def _label(combo: dict[str, Any]) -> str:
+def label(combo: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in combo.items() if v is not None)
 
 
-def _cell(combo: dict[str, Any], linted: Any) -> Cell:
+def cell_of(combo: dict[str, Any], linted: Any) -> Cell:
     result = linted.result()
     return Cell(
         vllm=dict(result.vllm),

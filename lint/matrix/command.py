@@ -37,7 +37,7 @@ def _list(value: str | None, kind: type = str) -> list[Any] | None:
 
 
 @click.command("matrix")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--vllm-commit", "vllm_axis", help="vLLM releases or commits, comma-separated [the pinned one].")
 @click.option("-n", "--num-speculative-tokens", "n_axis", help="Draft tokens per step, comma-separated [1].")
 @click.option("--gpu", "gpu_axis", help="GPU models, comma-separated [h100].")
@@ -61,27 +61,70 @@ def _list(value: str | None, kind: type = str) -> list[Any] | None:
     "-j",
     "--jobs",
     type=click.IntRange(1, 64),
-    help="Cells probed at once [the CPU count, at most 4; each probe holds up to ~1.5 GiB].",
+    help="Cells probed at once [the CPU count, at most 4; each probe holds up to ~1.5 GiB]; with --cluster, per node.",
+)
+@click.option(
+    "--cluster",
+    metavar="ADDRESS",
+    help="Run the cells as Ray tasks on this Ray cluster (auto, HOST:PORT, ray://HOST:PORT); needs mtplint[cluster].",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 @click.option("--debug", is_flag=True, help="Show tracebacks and the probe's stderr tail.")
-def matrix_cmd(path: Path, **opts: Any) -> None:
-    """Lint PATH for every combination of vLLM and deployment inputs, in one report."""
-    sys.exit(guarded(lambda: _matrix(path, opts), bool(opts.get("debug"))))
+def matrix_cmd(paths: tuple[Path, ...], **opts: Any) -> None:
+    """Lint each PATH for every combination of vLLM and deployment inputs, in one report."""
+    sys.exit(guarded(lambda: _matrix(list(dict.fromkeys(paths)), opts), bool(opts.get("debug"))))
 
 
 # The matrix's own options; the others are Settings.
-_MATRIX_ONLY = ("jobs", "vllm_axis", "n_axis", "gpu_axis", "tp_axis")
+_MATRIX_ONLY = ("jobs", "vllm_axis", "n_axis", "gpu_axis", "tp_axis", "cluster")
 
 
-def _matrix(path: Path, opts: Options) -> int:
-    from ..config.settings import load_and_announce
+def _matrix(paths: list[Path], opts: Options) -> int:
     from ..core.findings import SEVERITY_RANK
-    from ..pipeline.session import lint, provision, read_once
-    from .cells import run_matrix
+    from ..pipeline.session import lint, provision
+    from .cells import run_catalogue
     from .render import RENDERERS
 
-    jobs = opts.get("jobs") or default_jobs()
+    address = opts.get("cluster")
+    if address is not None and not str(address).strip():
+        raise BadInput("--cluster: give a Ray address (auto, HOST:PORT or ray://HOST:PORT)")
+    targets = [_target(path, opts) for path in paths]
+    s = targets[0].settings
+    formats = list(s.formats or ["text"])
+    outputs = list(s.outputs)
+    if outputs and len(outputs) != len(formats):
+        raise BadInput("give one --output per --format")
+    progress = progress_reporter(s.quiet)
+    if address is not None:
+        from .cluster import run_on_cluster
+
+        cells = run_on_cluster(targets, str(address), progress, jobs=opts.get("jobs"))
+    else:
+        cells = run_catalogue(
+            targets,
+            lambda p, cs, inv, prog: lint(p, cs, progress=prog, inventory=inv),
+            progress,
+            jobs=opts.get("jobs") or default_jobs(),
+            prepare=provision,
+        )
+    for i, fmt in enumerate(formats):
+        text = RENDERERS[fmt](cells, s.fail_on)
+        out = outputs[i] if outputs else None
+        if out is None or str(out) == "-":
+            click.echo(text, nl=not text.endswith("\n"))
+        else:
+            out.write_text(text)
+    worst = max((SEVERITY_RANK[f.severity] for c in cells for f in c.findings), default=-1)
+    return EXIT_FINDINGS if worst >= SEVERITY_RANK[s.fail_on] else EXIT_OK
+
+
+def _target(path: Path, opts: Options) -> Any:
+    """One PATH: its settings (its own mtplint.toml may describe the deployment), its axes and
+    its inventory, read and checked before any cell runs (bad input is exit 2 up front)."""
+    from ..config.settings import load_and_announce
+    from ..pipeline.session import read_once
+    from .cells import Target
+
     axes_given = {
         "vllm": _list(opts.get("vllm_axis")),
         "n": _list(opts.get("n_axis"), int),
@@ -95,28 +138,5 @@ def _matrix(path: Path, opts: Options) -> int:
     axes = {k: v or [defaults[k]] for k, v in axes_given.items()}
     if axes_given["gpu"]:
         s = s.replace(sm=None)  # a GPU axis replaces a --sm from the project file
-    formats = list(s.formats or ["text"])
-    outputs = list(s.outputs)
-    if outputs and len(outputs) != len(formats):
-        raise BadInput("give one --output per --format")
-    progress = progress_reporter(s.quiet)
-    inventory, s = read_once(path, s, progress)
-    cells = run_matrix(
-        path,
-        s,
-        axes,
-        lambda p, cs, inv, prog: lint(p, cs, progress=prog, inventory=inv),
-        progress,
-        jobs=jobs,
-        prepare=provision,
-        inventory=inventory,
-    )
-    for i, fmt in enumerate(formats):
-        text = RENDERERS[fmt](cells, s.fail_on)
-        out = outputs[i] if outputs else None
-        if out is None or str(out) == "-":
-            click.echo(text, nl=not text.endswith("\n"))
-        else:
-            out.write_text(text)
-    worst = max((SEVERITY_RANK[f.severity] for c in cells for f in c.findings), default=-1)
-    return EXIT_FINDINGS if worst >= SEVERITY_RANK[s.fail_on] else EXIT_OK
+    inventory, s = read_once(path, s, progress_reporter(s.quiet))
+    return Target(path, s, axes, inventory)

@@ -22,7 +22,28 @@ def _column(c: Cell) -> str:
     return " ".join(f"{k}={v}" for k, v in c.axes.items() if k != "vllm" and v is not None) or "default"
 
 
+def checkpoint_of(c: Cell) -> str:
+    return c.inputs.path
+
+
+def by_checkpoint(cells: list[Cell]) -> dict[str, list[Cell]]:
+    """The cells of each checkpoint, in the order the checkpoints came."""
+    groups: dict[str, list[Cell]] = {}
+    for c in cells:
+        groups.setdefault(checkpoint_of(c), []).append(c)
+    return groups
+
+
 def render_text(cells: list[Cell], fail_on: str) -> str:
+    """One checkpoint: its table and verdict. Several: a table and verdict under each one's
+    path, in the order they were given."""
+    groups = by_checkpoint(cells)
+    if len(groups) <= 1:
+        return _table(cells, fail_on)
+    return "\n".join(f"{terminal_safe(path)}\n{_table(group, fail_on)}" for path, group in groups.items())
+
+
+def _table(cells: list[Cell], fail_on: str) -> str:
     cells = sorted(cells, key=lambda c: version_key(c.vllm.get("version")))  # stable: columns keep their order
     # Labels carry names from the command line and the probed vLLM: escaped per cell.
     rows = list(dict.fromkeys(terminal_safe(_vllm_label(c)) for c in cells))
@@ -45,6 +66,11 @@ def build_json(cells: list[Cell], fail_on: str) -> dict[str, Any]:
         "mtplint": __version__,
         "fail_on": fail_on,
         "works_on": works_on(cells, fail_on),
+        # Each checkpoint's own verdict (a catalogue: `mtplint matrix A B ...`); its cells name
+        # it in inputs.path.
+        "checkpoints": [
+            {"path": path, "works_on": works_on(group, fail_on)} for path, group in by_checkpoint(cells).items()
+        ],
         "cells": [
             {
                 "vllm": {"version": c.vllm.get("version"), "commit": c.vllm.get("commit")},
@@ -66,10 +92,12 @@ def render_junit(cells: list[Cell], fail_on: str) -> str:
     from junit_xml import TestCase, TestSuite, to_xml_report_string
 
     suites = []
+    several = len(by_checkpoint(cells)) > 1
     for label in dict.fromkeys(_vllm_label(c) for c in cells):
         cases = []
         for c in (c for c in cells if _vllm_label(c) == label):
-            case = TestCase(name=terminal_safe(_column(c)), classname=terminal_safe(f"vllm {label}"))
+            name = f"{checkpoint_of(c)} {_column(c)}" if several else _column(c)
+            case = TestCase(name=terminal_safe(name), classname=terminal_safe(f"vllm {label}"))
             codes = c.codes(fail_on)
             if codes:
                 failing = [f for f in c.findings if f.code in codes]
