@@ -28,6 +28,7 @@ from ..core.gc_pause import gc_paused
 from ..core.launch_env import child_environ
 from ..core.regular_files import read_capped
 from ..core.signals import terminating_signals_raise
+from ..core.source_digest import tree_digest
 from ..inventory.model import Inventory
 from . import cache, phases, staged_files, staged_headers, workers
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale
@@ -199,12 +200,7 @@ def cache_inputs(inventory: Inventory, request: ProbeRequest, identity: dict[str
 
 def _source_digest() -> str:
     """The probe's own code is part of the key: a changed probe must not serve old reports."""
-    h = hashlib.sha256()
-    pkg = _package_dir()
-    for p in sorted((pkg / "probe").rglob("*.py")) + sorted((pkg / "patches").rglob("*.py")):
-        h.update(str(p.relative_to(pkg)).encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()
+    return tree_digest(_package_dir(), ("probe", "patches"))
 
 
 def run_probe(
