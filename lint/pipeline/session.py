@@ -6,20 +6,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..config.schema import Settings
 from ..core.errors import BadInput
 from ..core.findings import Finding, RunResult
+from ..core.gc_pause import gc_paused
+from ..core.progress import settle
 from ..core.run_inputs import RunInputs
+from ..envs.resolve import Target, interpreter_path, probe_target
 from ..inventory.model import Inventory
+from ..patches.catalog import PATCHES, in_range
+from ..probe import cache as probe_cache
+from ..probe.memory_cap import resolve_limit
 from ..probe.report import ProbeReport
+from ..probe.runner import ProbeRequest, cache_inputs, check_vllm_commit, run_probe, vllm_identity
+from ..probe.workers import idle_seconds
+from . import verdict_cache
 from .draft import load_draft, speculative_request
+from .gpus import resolve
+from .preflight import check_config, explain_depth_zero, raise_for_config_error
 from .reference import load_reference, reference_origin
 from .serve_command import serve_command
-
-if TYPE_CHECKING:
-    from ..envs.resolve import Target
 
 
 @dataclass
@@ -84,8 +92,6 @@ def lint(
     inventory: use this one instead of reading PATH (mtplint fix: a hub fix's files over its snapshot).
     An unchanged checkpoint linted again with the same settings and vLLM gets its remembered
     findings (verdict_cache) without reading its inventory or probe report."""
-    from ..core.gc_pause import gc_paused
-    from ..core.progress import settle
 
     # The cyclic collector paused: a lint reads and indexes hundreds of thousands of small,
     # acyclic objects (memo rows, the report's attribution), and each collection re-walked all
@@ -107,82 +113,24 @@ def _lint(
     inventory: Inventory | None,
     recall: bool,
 ) -> Linted:
-    from ..patches.catalog import PATCHES
-    from ..probe import cache
-    from ..probe.memory_cap import resolve_limit
-    from ..probe.runner import cache_inputs, check_vllm_commit, run_probe, vllm_identity
-    from ..probe.workers import idle_seconds
-    from . import verdict_cache
-    from .gpus import resolve
-    from .preflight import check_config, explain_depth_zero, raise_for_config_error
-
-    gpu = resolve(s.gpu, s.sm)
-    patches = list(s.patches if patches is None else patches)
-    unknown = [p for p in patches if p not in PATCHES]
-    if unknown:
-        raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; bundled: {', '.join(PATCHES)}")
-    memory_limit = resolve_limit(s.probe_memory)
-    idle_seconds()  # a bad MTPLINT_WORKER_IDLE is exit 2 before anything is read or probed
+    """prepare -> probe -> conclude, the remembered verdict consulted once the lint's whole key
+    is known (the checkpoint and settings before vLLM is asked, vLLM's identity and the probe
+    request after) and stored at the end."""
+    gpu, patches, memory_limit = _checked_settings(s, patches)
     pre = verdict_cache.pre_inputs(path, s, patches) if recall and inventory is None and not fresh else None
     remembered = verdict_cache.candidate(pre) if pre is not None else None
     if remembered is None:
         inventory = _read_checked(path, progress, inventory)
-    draft = load_draft(s, _header_progress(Path(s.draft or ""), progress))
-    if draft:
-        check_config(draft[0])  # the draft's bad values name its own config.json
-    # Header-only and never probed: vLLM does not see it, so the probe cache key need not either.
-    reference = load_reference(s, _header_progress(Path(s.reference or ""), progress))
-    target = _probe_target(s)  # provisions --vllm-commit X on first use
-    python = target.python
-    identity = vllm_identity(python)
-    check_vllm_commit(target.wanted, identity)
-    if identity.get("version") is None:
-        raise BadInput(
-            f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, or pass --vllm-python)"
-        )
-    _check_patch_ranges(patches, identity["version"])
-    request = _request(s, gpu, patches, python, draft, memory_limit)
-    full = verdict_cache.full_inputs(pre, identity, request.key_fields()) if pre is not None else None
+    prep = _prepare(s, gpu, patches, memory_limit, progress)
+    full = verdict_cache.full_inputs(pre, prep.identity, prep.request.key_fields()) if pre is not None else None
     if remembered is not None and full is not None:
         hit = verdict_cache.recall(remembered, full)
         if hit is not None:
-            if progress:
-                progress(f"inventory: {hit.counts[0]:,} tensors in {hit.counts[1]} shards")
-            return Linted(
-                None,
-                None,
-                hit.findings,
-                hit.evaluated,
-                hit.inputs,
-                request,
-                vllm=hit.vllm,
-                probe={**hit.probe, "cached": True},
-                origin=hit.origin,
-                _relint=lambda: _lint(
-                    path, s, patches=patches, fresh=False, progress=None, inventory=None, recall=False
-                ),
-            )
+            return _recalled(hit, path, s, patches, prep.request, progress)
         # Same checkpoint and settings, another vLLM: its config passed these checks before.
         inventory = _read_checked(path, progress, None)
     assert inventory is not None
-    report = run_probe(inventory, request, identity=identity, use_cache=not (fresh or s.no_cache), progress=progress)
-    raise_for_config_error(inventory, report.config_error)
-    if fresh:
-        cache.store(cache_inputs(inventory, request, identity), report)
-    explain_depth_zero(inventory, report.config_error)  # after the store: the cache keeps vLLM's words
-    check_pinned(s, report)
-    read = report.request  # what vLLM read: a serve command's TP, PP and N as vLLM parses them
-    inputs = RunInputs(
-        path=inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT
-        gpu=gpu.key,
-        sm=f"{gpu.sm[0]}.{gpu.sm[1]}",
-        num_speculative_tokens=read.num_speculative_tokens,
-        tensor_parallel_size=read.tensor_parallel_size,
-        pipeline_parallel_size=read.pipeline_parallel_size,
-        patches=tuple(request.patches),
-    )
-    linted = conclude(path, inventory, report, request, s, inputs, draft=draft, reference=reference)
-    linted.vllm.update(_libraries(identity))
+    linted = _probe_and_conclude(path, s, inventory, prep, fresh, progress)
     if pre is not None and full is not None:
         verdict_cache.store(
             pre,
@@ -195,6 +143,110 @@ def _lint(
             linted.origin,
             (len(inventory.tensors), len(inventory.shards)),
         )
+    return linted
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What a lint knows once its inputs are read and before vLLM is probed."""
+
+    gpu: Any
+    draft: tuple[Inventory, str | None] | None
+    reference: Inventory | None
+    identity: dict[str, Any]  # the probed vLLM's (runner.vllm_identity)
+    request: ProbeRequest
+
+
+def _checked_settings(s: Settings, patches: list[str] | None) -> tuple[Any, list[str], Any]:
+    """(GPU, patch ids, probe memory limit): settings that are exit 2 before anything is read."""
+    gpu = resolve(s.gpu, s.sm)
+    patches = list(s.patches if patches is None else patches)
+    unknown = [p for p in patches if p not in PATCHES]
+    if unknown:
+        raise BadInput(f"--with-patches: unknown patch id(s) {', '.join(unknown)}; bundled: {', '.join(PATCHES)}")
+    memory_limit = resolve_limit(s.probe_memory)
+    idle_seconds()  # a bad MTPLINT_WORKER_IDLE is exit 2 before anything is read or probed
+    return gpu, patches, memory_limit
+
+
+def _prepare(
+    s: Settings, gpu: Any, patches: list[str], memory_limit: Any, progress: Callable[[str], None] | None
+) -> _Prepared:
+    """The draft and the reference read, the probed vLLM found (provisioned on first use) and
+    checked against what was asked of it, and the probe request."""
+    draft = load_draft(s, _header_progress(Path(s.draft or ""), progress))
+    if draft:
+        check_config(draft[0])  # the draft's bad values name its own config.json
+    # Header-only and never probed: vLLM does not see it, so the probe cache key need not either.
+    reference = load_reference(s, _header_progress(Path(s.reference or ""), progress))
+    target = _probe_target(s)  # provisions --vllm-commit X on first use
+    identity = vllm_identity(target.python)
+    check_vllm_commit(target.wanted, identity)
+    if identity.get("version") is None:
+        raise BadInput(
+            f"no vLLM is installed in {identity.get('python')} (run scripts/setup.sh, or pass --vllm-python)"
+        )
+    _check_patch_ranges(patches, identity["version"])
+    request = _request(s, gpu, patches, target.python, draft, memory_limit)
+    return _Prepared(gpu, draft, reference, identity, request)
+
+
+def _recalled(
+    hit: Any,
+    path: Path,
+    s: Settings,
+    patches: list[str],
+    request: ProbeRequest,
+    progress: Callable[[str], None] | None,
+) -> Linted:
+    """A remembered lint: its findings without its inventory or report, which a reader that
+    needs them (-v's table, fix, verify) gets by running the lint in full."""
+    if progress:
+        progress(f"inventory: {hit.counts[0]:,} tensors in {hit.counts[1]} shards")
+    return Linted(
+        None,
+        None,
+        hit.findings,
+        hit.evaluated,
+        hit.inputs,
+        request,
+        vllm=hit.vllm,
+        probe={**hit.probe, "cached": True},
+        origin=hit.origin,
+        _relint=lambda: _lint(path, s, patches=patches, fresh=False, progress=None, inventory=None, recall=False),
+    )
+
+
+def _probe_and_conclude(
+    path: Path,
+    s: Settings,
+    inventory: Inventory,
+    prep: _Prepared,
+    fresh: bool,
+    progress: Callable[[str], None] | None,
+) -> Linted:
+    """The probe (its cache consulted unless fresh or --no-cache), vLLM's config-time refusals
+    as bad input, and the rule checks over its report."""
+    request = prep.request
+    use_cache = not (fresh or s.no_cache)
+    report = run_probe(inventory, request, identity=prep.identity, use_cache=use_cache, progress=progress)
+    raise_for_config_error(inventory, report.config_error)
+    if fresh:
+        probe_cache.store(cache_inputs(inventory, request, prep.identity), report)
+    explain_depth_zero(inventory, report.config_error)  # after the store: the cache keeps vLLM's words
+    check_pinned(s, report)
+    read = report.request  # what vLLM read: a serve command's TP, PP and N as vLLM parses them
+    inputs = RunInputs(
+        path=inventory.origin or str(path),  # a hub repository as hf://ORG/NAME@COMMIT
+        gpu=prep.gpu.key,
+        sm=f"{prep.gpu.sm[0]}.{prep.gpu.sm[1]}",
+        num_speculative_tokens=read.num_speculative_tokens,
+        tensor_parallel_size=read.tensor_parallel_size,
+        pipeline_parallel_size=read.pipeline_parallel_size,
+        patches=tuple(request.patches),
+    )
+    linted = conclude(path, inventory, report, request, s, inputs, draft=prep.draft, reference=prep.reference)
+    linted.vllm.update(_libraries(prep.identity))
     return linted
 
 
@@ -228,7 +280,6 @@ def check_pinned(s: Settings, report: ProbeReport) -> None:
 
 
 def _check_patch_ranges(patches: list[str], version: str) -> None:
-    from ..patches.catalog import PATCHES, in_range
 
     for p in patches:
         if not in_range(version, PATCHES[p].vllm):
@@ -245,9 +296,7 @@ def _request(
     python: str | None,
     draft: tuple[Inventory, str | None] | None,
     memory_limit: Any,
-) -> Any:
-    from ..probe.runner import ProbeRequest
-
+) -> ProbeRequest:
     return ProbeRequest(
         sm=list(gpu.sm),
         gpu_name=gpu.name,
@@ -273,7 +322,6 @@ def _read_checked(path: Path, progress: Callable[[str], None] | None, given: Inv
     """PATH's inventory (or the one given), its config checked before vLLM sees it (bad values
     and absurd sizes are exit 2)."""
     from ..inventory.checkpoint import load_inventory
-    from .preflight import check_config
 
     inventory = given or load_inventory(path, _header_progress(path, progress))
     if progress:
@@ -324,7 +372,6 @@ def read_once(path: Path, s: Settings, progress: Callable[[str], None] | None = 
     lint checks it, and the settings with a hub --draft pinned to the revision read here, so
     every cell lints the same commits."""
     from ..inventory.checkpoint import load_inventory
-    from .preflight import check_config
 
     inventory = load_inventory(path, _header_progress(path, progress))
     check_config(inventory)
@@ -343,7 +390,6 @@ def provision(s: Settings) -> None:
 
 
 def _probe_target(s: Settings) -> Target:
-    from ..envs.resolve import interpreter_path, probe_target
 
     return probe_target(
         interpreter_path(s.vllm_python), vllm_commit=s.vllm_commit, vllm_source=s.vllm_source, quiet=bool(s.quiet)

@@ -21,7 +21,6 @@ import functools
 import hashlib
 import json
 import marshal
-import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from ..core.cache_dirs import cache_root, read_entry, write_entry
 from ..core.errors import BadInput
 from ..core.findings import Finding, Fixes, Location
 from ..core.run_inputs import RunInputs
+from ..core.source_digest import tree_digest
 from ..core.versions import __version__
 from ..probe import staged_files
 
@@ -112,14 +112,8 @@ def _plain(value: Any) -> Any:
 @functools.cache
 def _source_digest() -> str:
     """mtplint's code and rule files: a changed check must not serve the old findings."""
-    h = hashlib.sha256()
-    pkg = Path(__file__).resolve().parent.parent
-    for p in sorted(pkg.rglob("*.py")):
-        h.update(os.fsencode(p.relative_to(pkg)) + b"\0" + p.read_bytes())
-    for entry in sorted(resources.files("mtplint.ruledata").iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".toml"):
-            h.update(entry.name.encode() + b"\0" + entry.read_bytes())
-    return h.hexdigest()
+    rules = Path(str(resources.files("mtplint.ruledata")))
+    return tree_digest(Path(__file__).resolve().parent.parent) + tree_digest(rules, pattern="*.toml")
 
 
 def _entry(pre: dict[str, Any]) -> Path:

@@ -28,6 +28,7 @@ from ..core.gc_pause import gc_paused
 from ..core.launch_env import child_environ
 from ..core.regular_files import read_capped
 from ..core.signals import terminating_signals_raise
+from ..core.source_digest import tree_digest
 from ..inventory.model import Inventory
 from . import cache, phases, staged_files, staged_headers, workers
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale
@@ -199,12 +200,7 @@ def cache_inputs(inventory: Inventory, request: ProbeRequest, identity: dict[str
 
 def _source_digest() -> str:
     """The probe's own code is part of the key: a changed probe must not serve old reports."""
-    h = hashlib.sha256()
-    pkg = _package_dir()
-    for p in sorted((pkg / "probe").rglob("*.py")) + sorted((pkg / "patches").rglob("*.py")):
-        h.update(str(p.relative_to(pkg)).encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()
+    return tree_digest(_package_dir(), ("probe", "patches"))
 
 
 def run_probe(
@@ -266,26 +262,7 @@ def _run_child(
         req.draft_config_dir, req.draft_tensors_file = str(draft_dir), str(draft_tensors)
     req_file, report_file = tmp / "request.json", tmp / "report.json"
     req_file.write_text(json.dumps(req.to_json()))
-    env = child_environ()
-    link_dir = tmp / "pkg"
-    link_dir.mkdir()
-    (link_dir / "mtplint").symlink_to(_package_dir(), target_is_directory=True)
-    env["PYTHONPATH"] = os.pathsep.join([str(link_dir)] + [p for p in [env.get("PYTHONPATH")] if p])
-    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    env["VLLM_CONFIGURE_LOGGING"] = "1"
-    env.setdefault("CUDA_VISIBLE_DEVICES", "")
-    env["MTPLINT_PROBE_CHILD"] = "1"
-    # One string hashing for every probe (its workers too): vLLM names "some parameters like X"
-    # from a set (step3p5_mtp.py's completeness check), and a report must not change between probes.
-    env["PYTHONHASHSEED"] = "0"
-    # Drafts that build a Sampler (Hy3) import FlashInfer for it, a GPU-only package the probe
-    # environment lacks; vLLM's own switch picks the PyTorch sampler, which builds the same modules.
-    env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
-    env["MTPLINT_PROBE_TENSORS"] = str(tensors_file)  # what patches read instead of shards
-    env[PARENT_ENV] = str(os.getpid())
-    # Whatever vLLM, torch or a patch writes to a temp file lands in ours and goes with it.
-    (tmp / "tmp").mkdir()
-    env["TMPDIR"] = str(tmp / "tmp")
+    env = _child_env(tmp, tensors_file)
     # Absolute: the child starts in `tmp`, where a relative interpreter path means nothing.
     python = os.path.abspath(request.python) if request.python else sys.executable
     cmd = [python, "-m", "mtplint.probe.child", str(req_file), str(report_file)]
@@ -331,6 +308,32 @@ def _run_child(
         raise ProbeFailure(f"the vLLM probe wrote no readable report ({exc})", detail=_tail(stderr_file)) from None
     report.seconds = elapsed
     return report
+
+
+def _child_env(tmp: Path, tensors_file: Path) -> dict[str, str]:
+    """The probe child's environment: scrubbed (core.launch_env), this mtplint importable by
+    its name, vLLM quiet and on no GPU, one string hashing, its temporary files in `tmp`."""
+    env = child_environ()
+    link_dir = tmp / "pkg"
+    link_dir.mkdir()
+    (link_dir / "mtplint").symlink_to(_package_dir(), target_is_directory=True)
+    env["PYTHONPATH"] = os.pathsep.join([str(link_dir)] + [p for p in [env.get("PYTHONPATH")] if p])
+    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    env["VLLM_CONFIGURE_LOGGING"] = "1"
+    env.setdefault("CUDA_VISIBLE_DEVICES", "")
+    env["MTPLINT_PROBE_CHILD"] = "1"
+    # One string hashing for every probe (its workers too): vLLM names "some parameters like X"
+    # from a set (step3p5_mtp.py's completeness check), and a report must not change between probes.
+    env["PYTHONHASHSEED"] = "0"
+    # Drafts that build a Sampler (Hy3) import FlashInfer for it, a GPU-only package the probe
+    # environment lacks; vLLM's own switch picks the PyTorch sampler, which builds the same modules.
+    env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
+    env["MTPLINT_PROBE_TENSORS"] = str(tensors_file)  # what patches read instead of shards
+    env[PARENT_ENV] = str(os.getpid())
+    # Whatever vLLM, torch or a patch writes to a temp file lands in ours and goes with it.
+    (tmp / "tmp").mkdir()
+    env["TMPDIR"] = str(tmp / "tmp")
+    return env
 
 
 def _relay(path: Path, progress: Callable[[str], None] | None) -> Callable[[], None]:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from ..core.source_digest import tree_digest
 from .memory_cap import tree_rss
 
 IDLE_ENV = "MTPLINT_WORKER_IDLE"
@@ -102,14 +103,6 @@ def _private_dir(path: Path) -> bool:
     return True
 
 
-def _source_digest(package: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(package.rglob("*.py")):
-        h.update(str(p.relative_to(package)).encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()
-
-
 def import_env(env: dict[str, str]) -> dict[str, str]:
     """The part of a probe's environment its imports read."""
     return {k: v for k, v in sorted(env.items()) if k.startswith(_IMPORT_TIME_ENV) and k not in PER_REQUEST_ENV}
@@ -126,7 +119,7 @@ def key(python: str, identity: dict[str, Any], platform: dict[str, Any], env: di
         platform,
         import_env(env),
         os.environ.get("PYTHONPATH", ""),
-        _source_digest(package),
+        tree_digest(package),
     ]
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 

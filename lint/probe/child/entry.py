@@ -92,10 +92,12 @@ def probe(request: ChildRequest, *, prepared: bool = False) -> ProbeReport:
 
 
 def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> ProbeReport:
+    """Every report section, in the order vLLM's start-up reaches it: construction, the models
+    built, the dry-run loads, the proposer's wiring, the exclusion entries, the kernels."""
     import vllm
 
     from .. import phases
-    from . import construct, engine_config, kernels, matchers, runtime_shim, wiring
+    from . import construct, engine_config, kernels, matchers, runtime_shim
     from .patches_bridge import apply_patches
 
     report = ProbeReport(
@@ -126,6 +128,22 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
     timings["construct"] = time.perf_counter() - t
     report.request = request.modelled()  # what vLLM read: TP, PP, N, the method it resolved
     separate = bool(request.draft_config_dir)  # a draft from its own checkpoint (--draft)
+    _record_construction(report, built, separate)
+    _dry_run_loads(report, built, request, separate)
+    _record_wiring(report, built, timings)
+    _record_exclusions(report, built, consultations, separate, timings)
+    phases.emit("asking vLLM's kernel predicates")
+    report.kernels = kernels.evaluate(built.vllm_config, request.num_speculative_tokens)
+    timings["total"] = time.perf_counter() - t0
+    import resource
+
+    report.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return report
+
+
+def _record_construction(report: ProbeReport, built: Any, separate: bool) -> None:
+    """What vLLM built: the models, the draft's config, the quantization, every quant-method
+    decision and every parameter."""
     hf = built.spec_config.draft_model_config.hf_config
     report.models = {
         "target": ModelInfo(
@@ -135,8 +153,7 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
         "draft": ModelInfo(
             model_class=_model_class(built.draft),
             architecture=built.spec_config.draft_model_config.architectures[0],
-            n_predict=built.spec_config.num_speculative_tokens
-            and getattr(built.spec_config.draft_model_config.hf_config, "n_predict", None),
+            n_predict=built.spec_config.num_speculative_tokens and getattr(hf, "n_predict", None),
         ),
     }
     # Without `_name_or_path`: the temporary config directory, different in every probe.
@@ -161,54 +178,61 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
         target_params.update(_params(stage))
     report.params = {"target": target_params, "draft": _params(built.draft)}
 
+
+def _record_wiring(report: ProbeReport, built: Any, timings: dict[str, float]) -> None:
+    """The proposer's post-load sharing of the target's embedding and head, replayed."""
+    if built.target is None or built.draft is None:
+        return
     from vllm.config import set_current_vllm_config
 
-    _dry_run_loads(report, built, request, separate)
+    from .. import phases
+    from . import wiring
 
-    if built.target is not None and built.draft is not None:
-        t = time.perf_counter()
-        phases.emit("replaying the proposer's embedding and head sharing")
-        with set_current_vllm_config(built.vllm_config):
-            report.wiring = wiring.replay(built.draft, built.target, built.vllm_config, built.spec_config)
-        timings["wiring"] = time.perf_counter() - t
+    t = time.perf_counter()
+    phases.emit("replaying the proposer's embedding and head sharing")
+    with set_current_vllm_config(built.vllm_config):
+        report.wiring = wiring.replay(built.draft, built.target, built.vllm_config, built.spec_config)
+    timings["wiring"] = time.perf_counter() - t
 
-    # The exclusion list of the checkpoint linted: a separate draft's own, over its layers.
+
+def _record_exclusions(
+    report: ProbeReport, built: Any, consultations: Any, separate: bool, timings: dict[str, float]
+) -> None:
+    """Each exclusion entry of the checkpoint linted (a separate draft's own, over its layers)
+    matched against every construction prefix with the format's own vLLM matcher."""
+    from .. import phases
+    from . import matchers
+
     qc = (built.draft_quant_configs or [None])[0] if separate else built.vllm_config.quant_config
+    if qc is None:
+        return
     lint_hf = built.spec_config.draft_model_config.hf_config if separate else built.vllm_config.model_config.hf_config
-    if qc is not None:
-        t = time.perf_counter()
-        phases.emit("matching exclusion entries with vLLM's own matchers")
-        decisions = [d for d in built.decisions if not separate or d.model == "draft"]
-        layers = [(d.model, d.prefix, d.layer) for d in decisions if d.layer is not None]
-        seen = {(m, p) for m, p, _ in layers}
-        layers += [(m, p, None) for m, p in built.prefixes if (m, p) not in seen and (not separate or m == "draft")]
-        original = getattr(qc, "_mtplint_original_get_quant_method", qc.get_quant_method)
-        models_of: dict[str, set[Model]] = {}
-        for d in built.decisions:
-            models_of.setdefault(d.prefix, set()).add(d.model)
+    t = time.perf_counter()
+    phases.emit("matching exclusion entries with vLLM's own matchers")
+    decisions = [d for d in built.decisions if not separate or d.model == "draft"]
+    layers = [(d.model, d.prefix, d.layer) for d in decisions if d.layer is not None]
+    seen = {(m, p) for m, p, _ in layers}
+    layers += [(m, p, None) for m, p in built.prefixes if (m, p) not in seen and (not separate or m == "draft")]
+    original = getattr(qc, "_mtplint_original_get_quant_method", qc.get_quant_method)
+    models_of: dict[str, set[Model]] = {}
+    for d in built.decisions:
+        models_of.setdefault(d.prefix, set()).add(d.model)
 
-        def model_of(prefix: str, cfg: Any) -> Model:
-            models = models_of.get(prefix, set())
-            if len(models) == 1:
-                return next(iter(models))
-            return "target" if cfg is built.vllm_config else "draft"
+    def model_of(prefix: str, cfg: Any) -> Model:
+        models = models_of.get(prefix, set())
+        if len(models) == 1:
+            return next(iter(models))
+        return "target" if cfg is built.vllm_config else "draft"
 
-        compared = {(d.model, d.prefix): d.compared for d in built.decisions if d.compared}
-        report.exclusions = matchers.match_entries(
-            qc, original, layers, consultations, model_of, compared, _plain_linears(built, separate)
-        )
-        first = report.exclusions[0]
-        declared = getattr(lint_hf, "quantization_config", None)
-        first.as_written = matchers.as_written(first, declared)
-        first.filled_by = matchers.filled_by(qc, first, declared)
-        timings["exclusions"] = time.perf_counter() - t
-    phases.emit("asking vLLM's kernel predicates")
-    report.kernels = kernels.evaluate(built.vllm_config, request.num_speculative_tokens)
-    timings["total"] = time.perf_counter() - t0
-    import resource
-
-    report.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return report
+    compared = {(d.model, d.prefix): d.compared for d in built.decisions if d.compared}
+    report.exclusions = matchers.match_entries(
+        qc, original, layers, consultations, model_of, compared, _plain_linears(built, separate)
+    )
+    first = report.exclusions[0]
+    declared = getattr(lint_hf, "quantization_config", None)
+    first.as_written = matchers.as_written(first, declared)
+    first.filled_by = matchers.filled_by(qc, first, declared)
+    timings["exclusions"] = time.perf_counter() - t
 
 
 def _dry_run_loads(report: ProbeReport, built: Any, request: ChildRequest, separate: bool) -> None:
