@@ -87,9 +87,38 @@ def probe_twin(path: Path) -> str:
     )
 
 
+def one(name: str, make, a) -> str:
+    from mtplint.core.errors import BadInput
+    from mtplint.twin.build import build
+
+    tmp = Path(tempfile.mkdtemp(prefix="twin-sweep-"))
+    try:
+        src = make(tmp)
+        t = build(src, tmp / "twin")
+        note = f" ({t.note})" if t.note else ""
+        print(f"ok     {name}: {t.tensors} tensors{note}", flush=True)
+        if a.probe:
+            print(f"       probe: {probe_twin(t.path)}", flush=True)
+        return "ok"
+    except BadInput as exc:
+        print(f"FAIL   {name}: exit 2: {exc}", flush=True)
+        return "fail"
+    except Exception as exc:
+        if type(exc).__name__ in ("TwinLimit", "Unsupported"):
+            print(f"limit  {name}: {exc}", flush=True)
+            return "limit"
+        print(f"FAIL   {name}: {type(exc).__name__}: {exc}", flush=True)
+        if a.v:
+            traceback.print_exc()
+        return "fail"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only")
+    ap.add_argument("--from", dest="start", help="skip the cases before this one")
     ap.add_argument("--real-only", action="store_true")
     ap.add_argument("--fixtures-only", action="store_true")
     ap.add_argument("-v", action="store_true")
@@ -99,9 +128,6 @@ def main() -> int:
         help="also lint each twin (vLLM's own construction on meta tensors) and count its load errors",
     )
     a = ap.parse_args()
-    from mtplint.core.errors import BadInput
-    from mtplint.twin.build import build
-
     from fixtures.build import cached_build, list_recipes
 
     cases: list[tuple[str, object]] = []
@@ -109,33 +135,12 @@ def main() -> int:
         cases += [(r, lambda d, r=r: cached_build(r)) for r in list_recipes()]
     if not a.fixtures_only:
         cases += [(f"real:{s}", lambda d, s=s: real_layout(s, d / "src")) for s in REAL_LAYOUTS]
-    ok = fail = limit = 0
+    counts = {"ok": 0, "limit": 0, "fail": 0}
     for name, make in cases:
         if a.only and a.only not in name:
             continue
-        tmp = Path(tempfile.mkdtemp(prefix="twin-sweep-"))
-        try:
-            src = make(tmp)
-            t = build(src, tmp / "twin")
-            ok += 1
-            note = f" ({t.note})" if getattr(t, "note", None) else ""
-            print(f"ok     {name}: {t.tensors} tensors{note}", flush=True)
-            if a.probe:
-                print(f"       probe: {probe_twin(t.path)}", flush=True)
-        except BadInput as exc:
-            fail += 1
-            print(f"FAIL   {name}: exit 2: {exc}", flush=True)
-        except Exception as exc:
-            if type(exc).__name__ == "TwinLimit":
-                limit += 1
-                print(f"limit  {name}: {exc}", flush=True)
-            else:
-                fail += 1
-                print(f"FAIL   {name}: {type(exc).__name__}: {exc}", flush=True)
-                if a.v:
-                    traceback.print_exc()
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        counts[one(name, make, a)] += 1
+    ok, limit, fail = counts["ok"], counts["limit"], counts["fail"]
     print(f"twin: {ok} built, {limit} engine/twin limits named, {fail} failed, of {ok + limit + fail}")
     return 0
 

@@ -259,3 +259,19 @@ def test_verify_serves_a_tiny_checkpoint_as_it_is(tmp_path, drop_mtp, verdict):
     assert v.twin["as_is"] and v.not_run is None, v.not_run
     assert v.lint_verdict == verdict and v.engine_verdict == verdict, v.to_dict()["engine"]
     assert v.agree
+
+
+def test_torchvision_stand_in_binds_what_imports_need_and_raises_on_use():
+    from mtplint.verify.engine_child import STANDINS
+
+    code = (
+        "import sys; sys.path.append(sys.argv[1])\n"
+        "from torchvision.transforms import InterpolationMode\n"
+        "from torchvision.transforms.functional import pil_to_tensor\n"
+        "import torchvision.transforms.v2.functional as tvF\n"
+        "assert InterpolationMode.BICUBIC.value == 'bicubic'\n"
+        "try:\n    tvF.resize(None, [1, 1])\nexcept RuntimeError as e:\n    print(e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, STANDINS], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "torchvision.transforms.v2.functional.resize: torchvision is a stand-in" in proc.stdout

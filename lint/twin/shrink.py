@@ -139,8 +139,17 @@ _FREE = (
     ("moe_intermediate_size", MOE_INTERMEDIATE),
     ("shared_expert_intermediate_size", MOE_INTERMEDIATE),
     ("draft_vocab_size", VOCAB),
+    # sparse-attention indexer heads: kept unless a shrunk size meets them
+    ("index_n_heads", 0),
+    ("indexer_n_heads", 0),
 )
-_COUNTS = ("linear_num_value_heads", "num_attention_heads", "num_key_value_heads")
+_COUNTS = (
+    "linear_num_value_heads",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "index_n_heads",
+    "indexer_n_heads",
+)
 # Sizes the twin keeps (expert counts: router shapes as shipped; head dims and MLA ranks: kernels
 # constrain them): a term each, equal in source and twin, so no shrunk size may take their value.
 _KEPT = (
@@ -179,6 +188,11 @@ def _terms(c: Any, hd: int) -> list[Term]:
     for f in _KEPT:
         add(_int(c, f))
     _attention_terms(c, hd, add)
+    for f, d in (("index_n_heads", "index_head_dim"), ("indexer_n_heads", "indexer_head_dim")):
+        n, dim = _int(c, f), _int(c, d)
+        if n and dim:  # the indexer's wq_b rows and weights_proj rows
+            add(n * dim, f, dim)
+            add(n, f, 1)
     nk, dk = _int(c, "linear_num_key_heads"), _int(c, "linear_key_head_dim")
     nv, dv = _int(c, "linear_num_value_heads"), _int(c, "linear_value_head_dim")
     if nk and dk and nv and dv:  # gated delta net: q, k, v, z, conv1d, b/a
@@ -208,8 +222,9 @@ def _attention_terms(c: Any, hd: int, add: Any) -> None:
 def _twin_sizes(src: Any, base: int = HEADS) -> dict[str, int]:
     """The shrunk config's widths: free sizes, then head counts (head dims kept); base: the
     number of attention heads and GDN key heads to start from."""
-    sizes = {f: min(new, _int(src, f) or new) if f == "draft_vocab_size" else new for f, new in _FREE if _int(src, f)}
-    sizes.pop("linear_num_value_heads", None)
+    sizes = {
+        f: min(new, _int(src, f) or new) if f == "draft_vocab_size" else new for f, new in _FREE if _int(src, f) and new
+    }
     heads = _int(src, "num_attention_heads")
     if heads:
         sizes["num_attention_heads"] = min(base, heads)
