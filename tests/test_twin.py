@@ -157,6 +157,8 @@ def _tiny_mimo(root, *, hidden=128, drop_mtp=False):
     root.mkdir(parents=True)
     save_file(tensors, str(root / "model.safetensors"), metadata={"format": "pt"})
     (root / "config.json").write_text(json.dumps(cfg, indent=2))
+    for code in (layouts.FAMILIES_DIR / "mimo").glob("*.py"):  # its auto_map's configuration code
+        (root / code.name).write_text(code.read_text())
     return root
 
 
