@@ -135,6 +135,8 @@ def main() -> int:
         cases += [(r, lambda d, r=r: cached_build(r)) for r in list_recipes()]
     if not a.fixtures_only:
         cases += [(f"real:{s}", lambda d, s=s: real_layout(s, d / "src")) for s in REAL_LAYOUTS]
+    if a.start:
+        cases = cases[[n for n, _ in cases].index(a.start) :]
     counts = {"ok": 0, "limit": 0, "fail": 0}
     for name, make in cases:
         if a.only and a.only not in name:
