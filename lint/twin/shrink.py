@@ -82,7 +82,18 @@ class Plan:
             return tuple(h2 if d == h else d for d in shape)
         leaf = name.rsplit(".", 1)[-1]
         packed = leaf in _PACKED_LEAVES or (leaf == "weight" and dtype in _PACKED_DTYPES)
-        return tuple(self._dim(name, d, packed) for d in shape)
+        out = [self._dim(name, d, packed) for d in shape]
+        qc = self.config.get("quantization_config") or {}
+        if leaf in ("qweight", "qzeros") and isinstance(qc, dict) and qc.get("quant_method") == "awq" and shape:
+            # AWQ packs eight codes along the output axis: its size is out / 8 even where it equals
+            # a config size (DeepSeek q_b_proj: 24576 / 8 = 3072 = 2 x q_lora_rank)
+            out[-1] = self._packed(name, shape[-1], 8)
+        return tuple(out)
+
+    def _packed(self, name: str, d: int, r: int) -> int:
+        if d * r in self.dims and self.dims[d * r] % r == 0:
+            return self.dims[d * r] // r
+        return self._dim(name, d, True)
 
     def _dim(self, name: str, d: int, packed: bool) -> int:
         if d in self.ambiguous:
