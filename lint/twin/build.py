@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import Any
 import torch
 
 from ..core.errors import BadInput
-from ..core.mtp_layout import is_mtp_name, num_hidden_layers
+from ..core.mtp_layout import is_mtp_name, num_hidden_layers, text_config
 from ..inventory.checkpoint import load_inventory
 from ..inventory.fingerprint import group_modules
 from ..inventory.model import Inventory, TensorInfo
@@ -21,6 +22,10 @@ from . import encode, shrink, values
 
 MANIFEST = ".mtplint-twin.json"
 _SMALL_FILE = 16 * 2**20  # sidecar files (tokenizer, remote code) copied as they are
+# A checkpoint whose tensors hold at most this much (hidden size 128-256 test and draft models)
+# is small enough to serve as it is: its own weights say more than any construction.
+AS_IS_BYTES = 256 * 2**20
+AS_IS_HIDDEN = 1024
 
 
 @dataclass
@@ -30,7 +35,22 @@ class Twin:
     tensors: int
     seconds: float
     token: int
-    plan: shrink.Plan
+    plan: shrink.Plan | None
+    as_is: bool = False  # the checkpoint itself, its own weights (small enough to serve)
+    # Modules whose format the twin cannot encode and whose construction value is not zero: the
+    # twin loads as the source does, but its acceptance says nothing about them.
+    unencoded: list[str] | None = None
+
+    @property
+    def note(self) -> str | None:
+        if self.as_is:
+            return "the checkpoint itself, served with its own weights (small enough to serve as it is)"
+        if self.unencoded:
+            return (
+                f"the twin stores {len(self.unencoded)} module(s) it cannot encode as zeros "
+                f"({', '.join(self.unencoded[:3])}): its acceptance does not test them"
+            )
+        return None
 
 
 def _num_bits(config: dict[str, Any]) -> int:
@@ -61,11 +81,11 @@ def _leaf_shape(name: str, leaf: str, t: TensorInfo, src: tuple[int, ...], new: 
     if leaf.startswith("weight_") and len(t.shape) == 2 and len(src) == 2:
         bo, bi = math.ceil(src[0] / t.shape[0]), math.ceil(src[1] / t.shape[1])
         return (math.ceil(new[0] / bo), math.ceil(new[1] / bi))
-    return p.shape(name, tuple(t.shape))
+    return p.shape(f"{name}.{leaf}", tuple(t.shape), t.dtype)
 
 
 def _module_tensors(
-    module: str, leaves: dict[str, TensorInfo], p: shrink.Plan, in_mtp: bool, bits: int
+    module: str, leaves: dict[str, TensorInfo], p: shrink.Plan, in_mtp: bool, bits: int, unencoded: list[str]
 ) -> dict[str, torch.Tensor]:
     new_module = p.rename(f"{module}.x")
     assert new_module is not None
@@ -76,11 +96,21 @@ def _module_tensors(
         new = p.shape(f"{module}.weight", src)
         shapes = {leaf: (t.dtype, _leaf_shape(module, leaf, t, src, new, p)) for leaf, t in leaves.items()}
         w = values.logical(new_module, "weight", new, in_mtp)
-        for leaf, tensor in encode.encode(module, shapes, w, bits).items():
-            out[f"{new_module}.{leaf}"] = tensor
-        return out
+        try:
+            for leaf, tensor in encode.encode(module, shapes, w, bits).items():
+                out[f"{new_module}.{leaf}"] = tensor
+            return out
+        except encode.Unsupported:
+            if w.any():
+                unencoded.append(new_module)
+            return _zero_module(module, new_module, leaves, p)
+    if any(leaf in ("qweight", "qzeros") for leaf in leaves):
+        shape = p.shape(f"{module}.qweight", tuple(leaves["qweight"].shape), "I32") if "qweight" in leaves else None
+        if shape is not None and values.logical(new_module, "weight", (shape[1] * 8, shape[0]), in_mtp).any():
+            unencoded.append(new_module)
+        return _zero_module(module, new_module, leaves, p)
     for leaf, t in leaves.items():
-        shape = p.shape(f"{module}.{leaf}", tuple(t.shape))
+        shape = p.shape(f"{module}.{leaf}", tuple(t.shape), t.dtype)
         v = values.logical(new_module, leaf, shape, in_mtp)
         if leaf.endswith("_scale") or leaf.endswith("scale_inv"):
             v = torch.ones(shape)
@@ -88,15 +118,80 @@ def _module_tensors(
     return out
 
 
-def build(source: str | Path, dest: str | Path) -> Twin:
+def _zero_module(
+    module: str, new_module: str, leaves: dict[str, TensorInfo], p: shrink.Plan
+) -> dict[str, torch.Tensor]:
+    """A module in a format the twin cannot encode, stored with its shapes and dtypes and a zero
+    dequantized value: codes and zero points 0 and every scale 0 (AWQ, GPTQ, NVFP4 and MXFP4 all
+    dequantize to (code - zero) x scale), norms 1."""
+    out: dict[str, torch.Tensor] = {}
+    for leaf, t in leaves.items():
+        shape = p.shape(f"{module}.{leaf}", tuple(t.shape), t.dtype)
+        dt = encode.dtype(t.dtype, f"{module}.{leaf}")
+        v = values.logical(new_module, leaf, shape, False) if leaf in ("weight", "bias") and len(shape) == 1 else None
+        out[f"{new_module}.{leaf}"] = (v if v is not None else torch.zeros(shape)).to(dt)
+    return out
+
+
+def _check_dest(dest: Path) -> None:
+    """OUT must be a directory this process can write, reached without a symbolic link."""
+    if dest.is_symlink():
+        raise BadInput(f"{dest}: is a symbolic link (the twin is written only into a real directory)")
+    if dest.exists() and not dest.is_dir():
+        raise BadInput(f"{dest}: exists and is not a directory")
+    parent = dest.absolute().parent
+    if not parent.is_dir():
+        raise BadInput(f"{parent}: no such directory")
+    if not os.access(parent, os.W_OK | os.X_OK) or (dest.exists() and not os.access(dest, os.W_OK | os.X_OK)):
+        raise BadInput(f"{dest}: not writable")
+
+
+def _small_enough(inv: Inventory) -> bool:
+    hidden = shrink._int(text_config(inv.config), "hidden_size") or 0
+    total = sum(t.nbytes for t in inv.tensors.values())
+    return 0 < hidden <= AS_IS_HIDDEN and total <= AS_IS_BYTES and _has_data(inv)
+
+
+def _has_data(inv: Inventory) -> bool:
+    """Whether the shards hold their data (a sparse layout's data region is a hole: no blocks)."""
+    for f in inv.shards:
+        st = (inv.root / f).stat()
+        if st.st_size > 2**20 and st.st_blocks * 512 < st.st_size // 2:
+            return False
+    return True
+
+
+def _as_is(inv: Inventory, source: str | Path, dest: Path, started: float) -> Twin:
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for f in sorted(inv.root.iterdir()):
+        if f.is_file() and not f.name.startswith("."):
+            shutil.copyfile(f, tmp / f.name)
+    seconds = time.perf_counter() - started
+    manifest = {"source": str(Path(source).absolute()), "as_is": True, "tensors": len(inv.tensors)}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    if dest.exists():
+        dest.rmdir()
+    tmp.rename(dest)
+    return Twin(dest, Path(source), len(inv.tensors), seconds, values.TOKEN, None, as_is=True)
+
+
+def build(source: str | Path, dest: str | Path, *, as_is: bool | None = None) -> Twin:
+    """as_is: None serves a checkpoint small enough as it is; False always shrinks."""
     started = time.perf_counter()
     inv = load_inventory(source)
     dest = Path(dest)
+    _check_dest(dest)
     if dest.exists() and any(dest.iterdir()):
         if not (dest / MANIFEST).is_file():
             raise BadInput(f"{dest}: exists and is not a twin (refusing to overwrite)")
         shutil.rmtree(dest)
+    shrink.check_layers(inv.config)
+    if as_is is not False and _small_enough(inv):
+        return _as_is(inv, source, dest, started)
     p = shrink.plan(inv.config)
+    unencoded: list[str] = []
     n_src = num_hidden_layers(inv.config)
     bits = _num_bits(inv.config)
     shards: dict[str, dict[str, torch.Tensor]] = {f: {} for f in inv.shards}
@@ -105,7 +200,7 @@ def build(source: str | Path, dest: str | Path) -> Twin:
         if p.rename(any_name) is None:
             continue
         file = next(iter(leaves.values())).file
-        tensors = _module_tensors(module, leaves, p, is_mtp_name(any_name, n_src), bits)
+        tensors = _module_tensors(module, leaves, p, is_mtp_name(any_name, n_src), bits, unencoded)
         shards.setdefault(file, {}).update(tensors)
     tmp = dest.with_name(f".{dest.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -120,12 +215,14 @@ def build(source: str | Path, dest: str | Path) -> Twin:
         "layers": {str(k): v for k, v in sorted(p.layers.items())},
         "tensors": count,
         "seconds": round(seconds, 2),
+        "kept_sizes": sorted(p.kept),
+        "unencoded": unencoded,
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     if dest.exists():
         dest.rmdir()
     tmp.rename(dest)
-    return Twin(dest, Path(source), count, seconds, values.TOKEN, p)
+    return Twin(dest, Path(source), count, seconds, values.TOKEN, p, unencoded=unencoded)
 
 
 def _write(inv: Inventory, p: shrink.Plan, shards: dict[str, dict[str, torch.Tensor]], out: Path) -> None:

@@ -19,16 +19,23 @@ def twin_cmd(path: Path, out: Path, debug: bool) -> None:
     with MTP: a correctly wired draft accepts every token, a broken one none)."""
 
     def run() -> int:
+        from ..core.textsafe import terminal_safe
         from .build import build
         from .encode import Unsupported
+        from .shrink import TwinLimit
 
         try:
             t = build(path, out)
-        except Unsupported as exc:
-            from ..core.errors import BadInput
-
-            raise BadInput(f"{path}: cannot twin: {exc}") from None
+        except (Unsupported, TwinLimit) as exc:
+            # The twin's own limit: named, and not blamed on the checkpoint (exit 3, not 2).
+            click.echo(
+                terminal_safe(f"mtplint: {path}: no twin: {exc} (a limit of the twin, not a fault of the checkpoint)"),
+                err=True,
+            )
+            return 3
         click.echo(f"{t.path}: {t.tensors} tensors, token {t.token}, built in {t.seconds:.1f} s")
+        if t.note:
+            click.echo(f"{t.path}: {t.note}")
         return 0
 
     sys.exit(guarded(run, debug))

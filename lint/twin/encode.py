@@ -21,6 +21,12 @@ DTYPES = {
     "BOOL": torch.bool,
     "F8_E4M3": torch.float8_e4m3fn,
     "F8_E5M2": torch.float8_e5m2,
+    # MX block scales (power-of-two exponents) and the wider unsigned integers
+    **{
+        code: getattr(torch, name)
+        for code, name in (("F8_E8M0", "float8_e8m0fnu"), ("U16", "uint16"), ("U32", "uint32"), ("U64", "uint64"))
+        if hasattr(torch, name)
+    },
 }
 _QMAX = {"I8": 127.0, "F8_E4M3": 448.0}
 

@@ -18,10 +18,40 @@ from ..core.errors import BadInput
 from ..core.mtp_layout import text_config
 
 HIDDEN, INTERMEDIATE, MOE_INTERMEDIATE, VOCAB, HEADS, Q_LORA = 256, 128, 64, 512, 2, 128
-_TRUNK = re.compile(r"^((?:model\.)?(?:language_model\.)?layers\.)(\d+)\.")
+MAX_LAYERS = 4096  # more than any published model has (the largest: 200-odd)
+_TRUNK = re.compile(r"^((?:model\.)?(?:language_model\.)?(?:model\.)?layers\.)(\d+)\.")
+# Vision tower blocks: `visual.blocks.N.`, `vision_tower.encoder.layers.N.`, `vision_model...`
+_VISION = re.compile(
+    r"^((?:[\w.]*\.)?(?:visual|vision_tower|vision_model|vision_encoder)\.(?:[\w.]*\.)?(?:blocks|layers)\.)(\d+)\."
+)
+_VISION_PREFIX = re.compile(
+    r"(?:^|\.)(?:visual|vision_tower|vision_model|vision_encoder|mm_projector|multi_modal_projector)\."
+)
 # An exclusion entry's layer number, written plainly or escaped in a regex.
 _ENTRY_LAYER = re.compile(r"(layers(?:\\)?\.)(\d+)")
 _EXCLUSION_KEYS = ("ignore", "modules_to_not_convert", "exclude_modules")
+# Leaves of packed or grouped quantized formats: a dimension that is a fraction (1/2 .. 1/256) of
+# a shrunk size shrinks by the same fraction (AWQ/GPTQ qweight, qzeros and group scales, NVFP4's
+# two-per-byte weight and 16-wide group scales, MXFP4's 32-wide scales).
+_PACKED_LEAVES = frozenset(
+    {
+        "qweight",
+        "qzeros",
+        "scales",
+        "g_idx",
+        "weight_packed",
+        "weight_scale",
+        "weight_zero_point",
+        "weight_scale_inv",
+        "scale",
+    }
+)
+_PACKED_DTYPES = frozenset({"I32", "U32", "U8", "I8", "F8_E4M3", "F4"})
+
+
+class TwinLimit(Exception):
+    """The twin cannot be built for this layout: the twin's (or the engine's) limit, named; never
+    a fault of the checkpoint."""
 
 
 @dataclass
@@ -30,27 +60,61 @@ class Plan:
     layers: dict[int, int]  # source trunk index -> twin index (MTP layers included)
     dims: dict[int, int]  # source size -> twin size
     ambiguous: dict[int, set[int]] = field(default_factory=dict)
+    hidden: tuple[int, int] = (0, 0)  # (source, twin) hidden size
+    vision_blocks: int = 1  # vision tower blocks kept (0..N-1)
+    kept: set[int] = field(default_factory=set)  # source sizes no config field explains: kept as shipped
 
     def rename(self, name: str) -> str | None:
         """The twin's name for a source tensor, or None where its layer is dropped."""
+        v = _VISION.match(name)
+        if v:
+            return name if int(v.group(2)) < self.vision_blocks else None
         m = _TRUNK.match(name)
         if not m:
             return name
         new = self.layers.get(int(m.group(2)))
         return None if new is None else f"{m.group(1)}{new}.{name[m.end() :]}"
 
-    def shape(self, name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
-        out = []
-        for d in shape:
-            if d in self.ambiguous:
-                raise BadInput(f"{name}: dimension {d} is ambiguous (twin sizes {sorted(self.ambiguous[d])})")
-            if d in self.dims:
-                out.append(self.dims[d])
-            elif d <= 1024:
-                out.append(d)  # small and not a shrunk size: kept (scales, biases, ranks)
-            else:
-                raise BadInput(f"{name}: cannot shrink dimension {d} (no config size matches it)")
+    def shape(self, name: str, shape: tuple[int, ...], dtype: str | None = None) -> tuple[int, ...]:
+        if _VISION_PREFIX.search(name):
+            # A vision tower keeps its own widths; only its output (the text hidden size) follows.
+            h, h2 = self.hidden
+            return tuple(h2 if d == h else d for d in shape)
+        leaf = name.rsplit(".", 1)[-1]
+        packed = leaf in _PACKED_LEAVES or (leaf == "weight" and dtype in _PACKED_DTYPES)
+        out = [self._dim(name, d, packed) for d in shape]
+        qc = self.config.get("quantization_config") or {}
+        if leaf in ("qweight", "qzeros") and isinstance(qc, dict) and qc.get("quant_method") == "awq" and shape:
+            # AWQ packs eight codes along the output axis: its size is out / 8 even where it equals
+            # a config size (DeepSeek q_b_proj: 24576 / 8 = 3072 = 2 x q_lora_rank)
+            out[-1] = self._packed(name, shape[-1], 8)
         return tuple(out)
+
+    def _packed(self, name: str, d: int, r: int) -> int:
+        if d * r in self.dims and self.dims[d * r] % r == 0:
+            return self.dims[d * r] // r
+        return self._dim(name, d, True)
+
+    def _dim(self, name: str, d: int, packed: bool) -> int:
+        if d in self.ambiguous:
+            raise TwinLimit(
+                f"{name}: dimension {d} is two config sizes that the twin cannot shrink alike "
+                f"(twin sizes {sorted(self.ambiguous[d])})"
+            )
+        if d in self.dims:
+            return self.dims[d]
+        h, h2 = self.hidden
+        if h and d % h == 0 and 2 < d // h <= 8:
+            return d // h * h2  # several hidden states side by side (EAGLE-3 / DFlash fc)
+        if packed:
+            r = 2
+            while r <= 256:
+                src = d * r
+                if src in self.dims and self.dims[src] % r == 0:
+                    return self.dims[src] // r
+                r *= 2
+        self.kept.add(d)
+        return d  # no shrunk size explains it: a size of a field the twin keeps
 
     def rename_entry(self, entry: str) -> str | None:
         """An exclusion entry with its layer numbers renumbered; None where it names a dropped layer."""
@@ -73,60 +137,218 @@ def _int(cfg: Any, key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _sizes(src: Any) -> tuple[list[tuple[int | None, int]], dict[str, int]]:
-    """(source size -> twin size pairs, config fields -> twin values) for the widths."""
-    hidden = _int(src, "hidden_size") or 0
-    heads = _int(src, "num_attention_heads") or 1
-    kv_heads = _int(src, "num_key_value_heads") or heads
-    head_dim = _int(src, "head_dim") or hidden // heads
-    new_heads = min(HEADS, heads)
-    new_kv = new_heads if kv_heads == heads else 1
-    pairs: list[tuple[int | None, int]] = [(hidden, HIDDEN), (2 * hidden, 2 * HIDDEN), (_int(src, "vocab_size"), VOCAB)]
-    if not _int(src, "kv_lora_rank"):  # MLA has no head_dim-sized projections
-        pairs += [
-            (heads * head_dim, new_heads * head_dim),
-            (kv_heads * head_dim, new_kv * head_dim),
-            ((heads + 2 * kv_heads) * head_dim, (new_heads + 2 * new_kv) * head_dim),
-        ]
-    sizes = {
-        "hidden_size": HIDDEN,
-        "vocab_size": VOCAB,
-        "num_attention_heads": new_heads,
-        "num_key_value_heads": new_kv,
-    }
-    for key, new in (("intermediate_size", INTERMEDIATE), ("moe_intermediate_size", MOE_INTERMEDIATE)):
-        v = _int(src, key)
-        if v:
-            sizes[key] = new
-            pairs += [(v, new), (2 * v, 2 * new)]
-    if _int(src, "q_lora_rank"):
-        sizes["q_lora_rank"] = Q_LORA
-        pairs.append((_int(src, "q_lora_rank"), Q_LORA))
-    nope, rope, vhd = (_int(src, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+# Free sizes, in priority order: where two of them (or one and a head-derived size) are equal in
+# the source, the later one takes the earlier one's twin size, so equal dimensions stay equal.
+_FREE = (
+    ("hidden_size", HIDDEN),
+    ("vocab_size", VOCAB),
+    ("q_lora_rank", Q_LORA),
+    ("linear_num_value_heads", 0),  # set with its key heads (the ratio kept) in _twin_sizes
+    ("num_attention_heads", HEADS),
+    ("num_key_value_heads", 1),  # set from the heads (all of them, or one group) in _tied
+    ("intermediate_size", INTERMEDIATE),
+    ("moe_intermediate_size", MOE_INTERMEDIATE),
+    ("shared_expert_intermediate_size", MOE_INTERMEDIATE),
+    ("draft_vocab_size", VOCAB),
+    # sparse-attention indexer heads: kept unless a shrunk size meets them
+    ("index_n_heads", 0),
+    ("indexer_n_heads", 0),
+)
+_COUNTS = (
+    "linear_num_value_heads",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "index_n_heads",
+    "indexer_n_heads",
+)
+# Sizes the twin keeps (expert counts: router shapes as shipped; head dims and MLA ranks: kernels
+# constrain them): a term each, equal in source and twin, so no shrunk size may take their value.
+_KEPT = (
+    "n_routed_experts",
+    "num_experts",
+    "num_local_experts",
+    "head_dim",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+)  # head counts: sizes only times a head dim
+Term = tuple[int, str | None, int]  # (size, the free field it is a multiple of or None, multiple)
+
+
+def _head_dim(c: Any) -> int:
+    hidden, heads = _int(c, "hidden_size") or 0, _int(c, "num_attention_heads") or 1
+    return _int(c, "head_dim") or hidden // heads
+
+
+def _terms(c: Any, hd: int) -> list[Term]:
+    """Every size a tensor dimension can take, by meaning, computed from a text config. Applied to
+    the source's and the twin's config alike, so term i of one is term i of the other. hd: the
+    attention head dim (kept)."""
+    out: list[Term] = []
+
+    def add(size: int | None, f: str | None = None, k: int = 1) -> None:
+        out.append((size or 0, f, k))
+
+    for f, _ in _FREE:
+        if _int(c, f) and f not in _COUNTS:
+            add(_int(c, f), f, 1)
+            add(2 * _int(c, f), f, 2)  # type: ignore[operator]
+    for f in _KEPT:
+        add(_int(c, f))
+    _attention_terms(c, hd, add)
+    for f, d in (("index_n_heads", "index_head_dim"), ("indexer_n_heads", "indexer_head_dim")):
+        n, dim = _int(c, f), _int(c, d)
+        if n and dim:  # the indexer's wq_b rows and weights_proj rows
+            add(n * dim, f, dim)
+            add(n, f, 1)
+    nk, dk = _int(c, "linear_num_key_heads"), _int(c, "linear_key_head_dim")
+    nv, dv = _int(c, "linear_num_value_heads"), _int(c, "linear_value_head_dim")
+    if nk and dk and nv and dv:  # gated delta net: q, k, v, z, conv1d, b/a
+        add(nv * dv, "linear_num_value_heads", dv)
+        add(nv, "linear_num_value_heads", 1)
+        add(2 * nv, "linear_num_value_heads", 2)
+        for size in (nk * dk, 2 * nk * dk + nv * dv, 2 * nk * dk + 2 * nv * dv):
+            add(size)
+    return out
+
+
+def _attention_terms(c: Any, hd: int, add: Any) -> None:
+    heads = _int(c, "num_attention_heads") or 1
+    kv = _int(c, "num_key_value_heads") or heads
+    if not _int(c, "kv_lora_rank"):  # MLA has no head_dim-sized projections
+        add(heads * hd, "num_attention_heads", hd)
+        add(2 * heads * hd, "num_attention_heads", 2 * hd)  # q with its output gate
+        add(kv * hd, "num_key_value_heads" if _int(c, "num_key_value_heads") else None, hd)
+        for size in ((heads + 2 * kv) * hd, (2 * heads + 2 * kv) * hd):
+            add(size)
+    nope, rope, vhd = (_int(c, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
     if nope and rope and vhd:
-        pairs += [(heads * (nope + rope), new_heads * (nope + rope)), (heads * (nope + vhd), new_heads * (nope + vhd))]
-        pairs += [(heads * vhd, new_heads * vhd)]
-    return pairs, sizes
+        for size in (heads * (nope + rope), heads * (nope + vhd), heads * vhd):
+            add(size)
 
 
-def _layers(src: Any, n_src: int) -> tuple[dict[int, int], dict[str, int]]:
-    """Trunk layers kept (the first dense one, then the first MoE one) and MTP layers renumbered."""
+def _twin_sizes(src: Any, base: int = HEADS) -> dict[str, int]:
+    """The shrunk config's widths: free sizes, then head counts (head dims kept); base: the
+    number of attention heads and GDN key heads to start from."""
+    sizes = {
+        f: min(new, _int(src, f) or new) if f == "draft_vocab_size" else new for f, new in _FREE if _int(src, f) and new
+    }
+    heads = _int(src, "num_attention_heads")
+    if heads:
+        sizes["num_attention_heads"] = min(base, heads)
+    nk, nv = _int(src, "linear_num_key_heads"), _int(src, "linear_num_value_heads")
+    if nk and nv and nv % nk == 0:
+        sizes["linear_num_key_heads"] = min(nk, base)
+        sizes["linear_num_value_heads"] = sizes["linear_num_key_heads"] * (nv // nk)
+    return sizes
+
+
+def _tied(src: Any, tgt: dict[str, Any], resolved: Any = ()) -> None:
+    """Counts that follow another: KV heads (all heads or one group), GDN key heads (the ratio)."""
+    heads, kv = _int(src, "num_attention_heads"), _int(src, "num_key_value_heads")
+    if heads and kv and "num_key_value_heads" in tgt and "num_key_value_heads" not in resolved:
+        f = heads / tgt["num_attention_heads"]
+        tgt["num_key_value_heads"] = (
+            tgt["num_attention_heads"] if kv == heads else max(1, int(kv / f) if kv % f == 0 else 1)
+        )
+    nk, nv = _int(src, "linear_num_key_heads"), _int(src, "linear_num_value_heads")
+    if nk and nv and nv % nk == 0 and "linear_num_value_heads" in tgt:
+        tgt["linear_num_key_heads"] = max(1, tgt["linear_num_value_heads"] // (nv // nk))
+
+
+def _give_way(src: Any, tgt: dict[str, Any], hd: int, scale: dict[str, float]) -> bool:
+    """Resolve the first source size that maps to two twin sizes; False where none is left or
+    the free sizes involved have no common factor (the size stays ambiguous)."""
+    prio = {f: i for i, (f, _) in enumerate(_FREE)}
+    by_size: dict[int, list[tuple[int, str | None, int]]] = {}
+    for (s, _f, _k), (t, f, k) in zip(_terms(src, hd), _terms(tgt, hd), strict=True):
+        if s:
+            by_size.setdefault(s, []).append((t, f, k))
+    conflict = next(((s, it) for s, it in by_size.items() if len({t for t, _, _ in it}) > 1), None)
+    if conflict is None:
+        return False
+    s, items = conflict
+    fixed = [t for t, f, _ in items if f is None]
+    ref = fixed[0] if fixed else min(items, key=lambda it: prio[it[1] or ""])[0]
+    factor = s / ref
+    fields = {f for _, f, _ in items if f is not None}
+    group = fields | {g for g, k in scale.items() if any(scale.get(f) == k for f in fields)}
+    new = {g: _int(src, g) / factor for g in group}  # type: ignore[operator]
+    if "linear_num_value_heads" in group and _int(src, "linear_num_key_heads"):
+        new["linear_num_key_heads"] = _int(src, "linear_num_key_heads") / factor  # type: ignore[operator]
+    if any(v < 1 or v != int(v) for v in new.values()) or all(tgt.get(g) == int(v) for g, v in new.items()):
+        return False
+    for g, v in new.items():
+        tgt[g] = int(v)
+        scale[g] = factor
+    return True
+
+
+def _resolve(src: Any, tgt: dict[str, Any], ratio_fixed: bool = False) -> tuple[dict[int, int], dict[int, set[int]]]:
+    """Set the twin's free sizes so that no source size maps to two twin sizes, and return
+    (source size -> twin size, the sizes that stay ambiguous). Free sizes that meet (equal, or
+    one twice another) share one shrink factor, so every relation among them holds in the twin;
+    one that meets a head-derived size takes the factor that makes them equal."""
+    scale: dict[str, float] = {}
+    hd = _head_dim(src)
+    _tied(src, tgt, ("num_key_value_heads",) if ratio_fixed else ())
+    for _ in range(24):
+        if not _give_way(src, tgt, hd, scale):
+            break
+        _tied(src, tgt, scale)
+    dims: dict[int, int] = {}
+    ambiguous: dict[int, set[int]] = {}
+    for (s, _, _), (t, _, _) in zip(_terms(src, hd), _terms(tgt, hd), strict=True):
+        if not s:
+            continue
+        if s in dims and dims[s] != t:
+            ambiguous.setdefault(s, {dims[s]}).add(t)
+        dims.setdefault(s, t)
+    for s in ambiguous:
+        dims.pop(s, None)
+    heads, kv = tgt.get("num_attention_heads"), tgt.get("num_key_value_heads")
+    if isinstance(heads, int) and isinstance(kv, int) and (kv < 1 or heads % kv):
+        sh, skv = _int(src, "num_attention_heads"), _int(src, "num_key_value_heads")
+        if not (sh and skv and sh % skv == 0) or ratio_fixed:
+            raise TwinLimit(f"the twin's {heads} attention heads cannot share {kv} KV heads (sizes meet in the source)")
+        tgt["num_attention_heads"] = kv * (sh // skv)  # the heads follow the KV heads, the group kept
+        return _resolve(src, tgt, ratio_fixed=True)
+    return dims, ambiguous
+
+
+def _layers(src: Any, n_src: int) -> tuple[dict[int, int], dict[str, Any]]:
+    """Trunk layers kept (the first dense one, the first MoE one, the first of each layer type)
+    and MTP layers renumbered."""
     first_k = _int(src, "first_k_dense_replace")
     moe = bool(_int(src, "n_routed_experts") or _int(src, "num_experts"))
     keep = [0] if not moe or first_k else []
     if moe:
         keep.append(first_k or 0)
+    types = src.get("layer_types")
+    if isinstance(types, list) and len(types) == n_src:
+        firsts: dict[str, int] = {}
+        for i, t in enumerate(types):
+            firsts.setdefault(str(t), i)
+        keep += list(firsts.values())
     keep = sorted(set(keep))
     layers = {s: i for i, s in enumerate(keep)}
     n_new = len(keep)
     depth = max(_int(src, "num_nextn_predict_layers") or 0, 0)
     for i in range(max(depth, 4)):  # trunk-numbered MTP layers, shipped or extra
         layers[n_src + i] = n_new + i
-    sizes = {"num_hidden_layers": n_new}
+    sizes: dict[str, Any] = {_layer_key(src): n_new}
     if first_k is not None:
         sizes["first_k_dense_replace"] = min(first_k, 1)
     if _int(src, "max_window_layers"):
         sizes["max_window_layers"] = n_new
+    if isinstance(types, list) and len(types) == n_src:
+        sizes["layer_types"] = [types[s] for s in keep]
+        if _int(src, "full_attention_interval") and "full_attention" in sizes["layer_types"]:
+            # vLLM derives the types from the interval where layer_types is absent: keep them agreeing
+            sizes["full_attention_interval"] = sizes["layer_types"].index("full_attention") + 1
     return layers, sizes
 
 
@@ -139,18 +361,30 @@ def _clamp_token_ids(cfg: dict[str, Any]) -> None:
             cfg[key] = [min(x, VOCAB - 1) for x in v if isinstance(x, int)]
 
 
-def _dim_map(pairs: list[tuple[int | None, int]]) -> tuple[dict[int, int], dict[int, set[int]]]:
-    dims: dict[int, int] = {}
-    ambiguous: dict[int, set[int]] = {}
-    for s, n in pairs:
-        if s is None:
-            continue
-        if s in dims and dims[s] != n:
-            ambiguous.setdefault(s, {dims[s]}).add(n)
-        dims.setdefault(s, n)
-    for s in ambiguous:
-        dims.pop(s, None)
-    return dims, ambiguous
+def _shrink_vision(cfg: dict[str, Any], hidden: int) -> int:
+    """Vision tower: one block, its widths as shipped, its output the twin's hidden size."""
+    v = cfg.get("vision_config")
+    if not isinstance(v, dict):
+        return 1
+    for key in ("depth", "num_hidden_layers"):
+        if _int(v, key):
+            v[key] = 1
+    for key in ("deepstack_visual_indexes", "fullatt_block_indexes"):
+        if isinstance(v.get(key), list):
+            v[key] = [i for i in v[key] if i == 0]
+    if _int(v, "out_hidden_size"):
+        v["out_hidden_size"] = hidden
+    return 1
+
+
+def _layer_key(c: Any) -> str:
+    return next((k for k in ("num_hidden_layers", "num_layers", "n_layers") if _int(c, k)), "num_hidden_layers")
+
+
+def check_layers(config: dict[str, Any]) -> None:
+    n = _int(text_config(config), "num_hidden_layers")
+    if n is not None and n > MAX_LAYERS:
+        raise BadInput(f"config.json: num_hidden_layers = {n} is not a layer count (more than {MAX_LAYERS})")
 
 
 def plan(config: dict[str, Any]) -> Plan:
@@ -158,17 +392,31 @@ def plan(config: dict[str, Any]) -> Plan:
     new_cfg = copy.deepcopy(config)
     tgt = text_config(new_cfg)
     assert isinstance(tgt, dict)
-    n_src = _int(src, "num_hidden_layers")
+    n_src = _int(src, _layer_key(src))
     if not n_src or not _int(src, "hidden_size"):
-        raise BadInput("config.json: no num_hidden_layers/hidden_size to shrink")
-    pairs, sizes = _sizes(src)
+        raise TwinLimit("the twin finds no layer count (num_hidden_layers) or hidden_size in config.json to shrink")
+    if n_src > MAX_LAYERS:
+        raise BadInput(f"config.json: num_hidden_layers = {n_src} is not a layer count (more than {MAX_LAYERS})")
+    widths = {k: tgt.get(k) for k in _twin_sizes(src, 8)}
+    for base in (HEADS, 4, 8):  # fewer heads first; more where the source's sizes meet so
+        tgt.update(widths)
+        for k, v in _twin_sizes(src, base).items():
+            tgt[k] = v
+        try:
+            dims, ambiguous = _resolve(src, tgt)
+            break
+        except TwinLimit:
+            if base == 8:
+                raise
     layers, layer_sizes = _layers(src, n_src)
-    for k, v in {**sizes, **layer_sizes}.items():
+    for k, v in layer_sizes.items():
         if k in tgt:
             tgt[k] = v
     _clamp_token_ids(tgt)
-    dims, ambiguous = _dim_map(pairs)
-    p = Plan(new_cfg, layers, dims, ambiguous)
+    if tgt is not new_cfg:
+        _clamp_token_ids(new_cfg)
+    blocks = _shrink_vision(new_cfg, tgt["hidden_size"])
+    p = Plan(new_cfg, layers, dims, ambiguous, (src["hidden_size"], tgt["hidden_size"]), blocks)
     _renumber_exclusions(new_cfg, p)
     return p
 

