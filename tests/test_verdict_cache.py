@@ -72,12 +72,16 @@ def test_an_unchanged_checkpoint_is_recalled_without_the_probe(remembered):
 
 
 @pytest.mark.probe
-def test_full_output_of_a_recalled_lint_is_the_full_lints(remembered):
-    """-v renders the draft's module table, which needs the inventory and the report: the
-    recalled lint runs in full for it and prints what a lint without the verdict prints."""
-    ckpt, root, _ = remembered
-    lint(ckpt, root, "-v")  # remembered under -v's settings
+def test_full_output_of_a_recalled_lint_is_the_full_lints(remembered, tmp_path):
+    """-v renders the draft's module table: a remembered lint keeps its facts, so a recalled -v
+    reads no probe report (none is left to read) and prints what a lint without the verdict prints."""
+    ckpt, root = remembered[0], tmp_path / "cache"  # its own cache: the probe report is moved aside
+    lint(ckpt, root, "-v")  # remembered (with its module table)
+    shutil.move(root / "probe", root / "probe-aside")
     recalled = lint(ckpt, root, "-v")
+    assert not (root / "probe").exists() or not list((root / "probe").glob("*")), "the recalled -v ran the probe"
+    shutil.rmtree(root / "probe", ignore_errors=True)
+    shutil.move(root / "probe-aside", root / "probe")  # the full lint below reads the same cached report
     for v in verdicts(root):
         v.unlink()
     full = lint(ckpt, root, "-v")
@@ -138,7 +142,9 @@ def test_a_verdict_of_another_vllm_is_not_recalled(tmp_path, monkeypatch):
     pre = {"format": "x", "target": "sig"}
     identity = {"version": "0.33.0", "commit": "g1", "python": "py"}
     full = verdict_cache.full_inputs(pre, identity, {"sm": [9, 0]})
-    verdict_cache.store(pre, full, [], [], RunInputs(path="p"), {"version": "0.33.0"}, {"cached": False}, None, (1, 1))
+    verdict_cache.store(
+        pre, full, [], [], RunInputs(path="p"), {"version": "0.33.0"}, {"cached": False}, None, (1, 1), []
+    )
     entry = verdict_cache.candidate(pre)
     assert entry is not None
     assert verdict_cache.recall(entry, full) is not None
@@ -151,7 +157,7 @@ def test_an_unsealed_verdict_is_not_read(tmp_path, monkeypatch):
     monkeypatch.setenv("MTPLINT_CACHE_DIR", str(tmp_path / "cache"))
     pre = {"format": "x", "target": "sig"}
     full = verdict_cache.full_inputs(pre, {"version": "1"}, {})
-    verdict_cache.store(pre, full, [], [], RunInputs(path="p"), {}, {}, None, (0, 0))
+    verdict_cache.store(pre, full, [], [], RunInputs(path="p"), {}, {}, None, (0, 0), [])
     path = verdict_cache._entry(pre)
     body = read_entry(path)
     assert body is not None

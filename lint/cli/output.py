@@ -18,13 +18,13 @@ def checked_report(given: str, s: Settings, linted: Any, result: Any) -> Checked
     """What a checkpoint's report is rendered with besides its result: the draft's module table
     (full text, job summary) and its path relative to the repository root (sarif, github)."""
     from ..reporters.lines import repo_prefix
-    from ..reporters.modules import draft_modules
+    from ..reporters.modules import rows
     from ..reporters.report_set import Checked
 
     formats = set(s.formats or ["text"])
     full = s.full
     summary = bool(os.environ.get("GITHUB_STEP_SUMMARY"))
-    modules = draft_modules(linted.inventory, linted.report, result.findings) if full or summary else None
+    modules = rows(linted.draft_modules(), result.findings) if full or summary else None
     # A hub repository's inputs path is hf://ORG/NAME@COMMIT: its files are named from there, not a repo root.
     # With --draft the files named are the draft's: its repository root, not the target's.
     where = linted.origin or s.draft or given

@@ -22,6 +22,7 @@ from ..probe.memory_cap import resolve_limit
 from ..probe.report import ProbeReport
 from ..probe.runner import ProbeRequest, cache_inputs, check_vllm_commit, run_probe, vllm_identity
 from ..probe.workers import idle_seconds
+from ..view.draft_modules import DraftModule, draft_modules
 from . import verdict_cache
 from .draft import load_draft, speculative_request
 from .gpus import resolve
@@ -47,6 +48,15 @@ class Linted:
     path_inventory: Inventory | None = None
     origin: str | None = None  # the linted checkpoint's hf://ORG/NAME@COMMIT, None when local
     _relint: Callable[[], Linted] | None = None
+    # The draft's module table as a remembered lint stored it (None: read from inventory and report).
+    remembered_modules: list[DraftModule] | None = None
+
+    def draft_modules(self) -> list[DraftModule]:
+        """The facts of the draft's module table (-v, the job summary): a remembered lint's own,
+        without running it in full."""
+        if self.remembered_modules is not None:
+            return self.remembered_modules
+        return draft_modules(self.inventory, self.report)
 
     @property
     def inventory(self) -> Inventory:
@@ -142,6 +152,7 @@ def _lint(
             linted.probe,
             linted.origin,
             (len(inventory.tensors), len(inventory.shards)),
+            linted.draft_modules(),
         )
     return linted
 
@@ -214,6 +225,7 @@ def _recalled(
         probe={**hit.probe, "cached": True},
         origin=hit.origin,
         _relint=lambda: _lint(path, s, patches=patches, fresh=False, progress=None, inventory=None, recall=False),
+        remembered_modules=hit.modules,
     )
 
 

@@ -33,6 +33,7 @@ from ..core.run_inputs import RunInputs
 from ..core.source_digest import tree_digest
 from ..core.versions import __version__
 from ..probe import staged_files
+from ..view.draft_modules import DraftModule
 
 _FORMAT = "mtplint-verdict-v1"
 
@@ -48,6 +49,7 @@ class Remembered:
     probe: dict[str, Any]
     origin: str | None
     counts: tuple[int, int]  # tensors, shards: the progress line a full lint prints
+    modules: list[DraftModule] | None = None  # the draft's module table (-v) without the probe report
 
 
 def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | None:
@@ -155,6 +157,7 @@ def store(
     probe: dict[str, Any],
     origin: str | None,
     counts: tuple[int, int],
+    modules: list[DraftModule],
 ) -> None:
     """Remember a lint; nothing when its findings would not come back exactly as they are (a
     value marshal cannot keep, or one it would give back as another type)."""
@@ -166,6 +169,7 @@ def store(
         "probe": probe,
         "origin": origin,
         "counts": list(counts),
+        "modules": [m.to_json() for m in modules],
     }
     try:
         blob = marshal.dumps({"format": _FORMAT, "inputs": full, "payload": payload})
@@ -173,6 +177,8 @@ def store(
     except (ValueError, TypeError, KeyError):
         return
     if [f.to_dict() for f in back.findings] != [f.to_dict() for f in findings] or back.inputs != inputs:
+        return
+    if back.modules != modules:
         return
     write_entry(_entry(pre), blob)
 
@@ -192,4 +198,5 @@ def _decode(payload: dict[str, Any]) -> Remembered:
         probe=dict(payload["probe"]),
         origin=payload["origin"],
         counts=(int(tensors), int(shards)),
+        modules=[DraftModule.from_json(m) for m in payload["modules"]] if "modules" in payload else None,
     )
