@@ -316,8 +316,13 @@ def _absent_gpu_packages_named(report: ProbeReport) -> list[str]:
         for package, shown in _GPU_PACKAGES.items()
         if any(shown in e.message for e in errors) and importlib.util.find_spec(package) is None
     ]
-    # Any package an import error names that this interpreter lacks (`No module named 'x'`).
+    # Any package an import error names that this interpreter lacks (`No module named 'x'`). Not
+    # where vLLM chose among backends itself and lists why each was refused: a backend refused
+    # for its missing package may refuse the deployment too (fp8_ds_mla KV cache on an MHA draft),
+    # so the absence alone does not make the error the environment's.
     for e in errors:
+        if "No valid attention backend found" in e.message:
+            continue
         package = absent_package(e.message)
         if package is not None and package not in named:
             named.append(package)
