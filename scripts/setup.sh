@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 11) else "mtplint setup needs Python >= 3.11")'
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-PIP=".venv/bin/pip --disable-pip-version-check"
+# `python -m pip`, not .venv/bin/pip: a venv copied or moved keeps its scripts' old shebangs, and
+# their pip would install this tree into the other venv.
+PIP=".venv/bin/python -m pip --disable-pip-version-check"
 if ! .venv/bin/python -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.13.0") else 1)' 2>/dev/null; then
   # The CPU build: from the default index `torch==X` is the CUDA build plus 17 nvidia wheels.
   # PyTorch's CPU index when it answers; else the default index (where a mirror or a local

@@ -69,10 +69,25 @@ def test_matrix_reads_headers_once_names_the_commit_and_is_cached_the_second_tim
     hub.reset()
     again = _cells(run_cli(hub, home, *args, MTPLINT_CACHE_DIR=cache))
     assert all(c["probe"]["cached"] for c in again)
-    assert [c["findings"] for c in again] == [c["findings"] for c in cells]
+    assert [c["findings"] for c in again] == [c["findings"] for c in cells], _first_difference(again, cells)
     kinds = hub.stats()["by_kind"]
     kinds.pop("other", None)
     assert kinds == {"info": 1}, "the inventory is remembered by commit: no header is read again"
+
+
+def _first_difference(again: list[dict], first: list[dict]) -> str:
+    """Where a cached cell's findings first differ from the fresh cell's, field by field: a
+    list-level diff truncates the long messages these findings carry."""
+    for n, (a, b) in enumerate(zip(again, first, strict=True)):
+        if len(a["findings"]) != len(b["findings"]):
+            return f"cell {n}: {len(a['findings'])} findings cached, {len(b['findings'])} fresh"
+        for i, (x, y) in enumerate(zip(a["findings"], b["findings"], strict=True)):
+            for key in sorted(set(x) | set(y)):
+                if x.get(key) != y.get(key):
+                    return (
+                        f"cell {n} finding {i} ({x.get('code')}) {key}:\n cached {x.get(key)!r}\n fresh  {y.get(key)!r}"
+                    )
+    return "no difference in findings"
 
 
 @pytest.mark.parametrize(
