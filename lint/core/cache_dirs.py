@@ -17,6 +17,12 @@ a FIFO, a device or a link planted there is a miss and is removed, never read. A
 others can write is made private (or, not being ours, left unused) and a secret file others can
 read is refused: each is said once on stderr, since every lint would otherwise probe again in
 silence.
+
+Each stage's directory is kept under a budget (MTPLINT_CACHE_BUDGET, default 2 GiB per
+directory): after a write, the entries read or written least recently are removed until the
+directory holds at most 80% of it. A hit refreshes its entry's mtime, so the order is use, not
+creation. Without it the cache grew with every checkpoint linted (an inventory memo of a large
+layout is 23 MB; 2.2 GB here after a week of tests).
 """
 
 from __future__ import annotations
@@ -30,13 +36,18 @@ import secrets
 import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import BinaryIO
 
 from .regular_files import UnreadableFile, open_regular
+from .sizes import parse_bytes
 from .textsafe import terminal_safe
 
 _MAGIC = b"mtplint-sealed-v1\n"
+BUDGET_ENV = "MTPLINT_CACHE_BUDGET"
+DEFAULT_BUDGET = 2 << 30
+_STALE_TMP_SECONDS = 3600  # a write's temporary file older than this belongs to a killed process
 _TAG = 32
 # The largest entry read back: a probe report of the largest layouts is a few MB compressed.
 MAX_ENTRY_BYTES = 1 << 30
@@ -192,6 +203,7 @@ def write_entry(path: Path, body: bytes) -> None:
             f.write(_MAGIC + _tag(key, path.name, body) + body)
         os.replace(tmp, path)
         tmp = None
+        prune(path.parent, keep=path)
     except OSError:
         pass  # a cache that cannot be written only costs time
     finally:
@@ -222,6 +234,8 @@ def read_entry(path: Path) -> bytes | None:
     if blob[:head] == _MAGIC and len(blob) >= head + _TAG:
         body = blob[head + _TAG :]
         if hmac.compare_digest(blob[head : head + _TAG], _tag(key, path.name, body)):
+            with contextlib.suppress(OSError):
+                os.utime(path)  # used now: the last to be pruned
             return body
     discard(path, inode)
     return None
@@ -232,3 +246,50 @@ def discard(path: Path, inode: int) -> None:
     with contextlib.suppress(OSError):
         if os.stat(path).st_ino == inode:
             path.unlink()
+
+
+def budget() -> int:
+    """Bytes one cache directory may hold: MTPLINT_CACHE_BUDGET, else DEFAULT_BUDGET (an
+    unreadable value is said once and the default kept: a cache setting never fails a lint)."""
+    given = os.environ.get(BUDGET_ENV)
+    if given:
+        try:
+            return parse_bytes(given)
+        except ValueError as why:
+            _warn_once(f"{BUDGET_ENV} must be {why}, not {given[:40]!r}; keeping {DEFAULT_BUDGET >> 30} GiB per cache")
+    return DEFAULT_BUDGET
+
+
+def prune(d: Path, keep: Path | None = None) -> None:
+    """Remove `d`'s least recently used entries (and stale temporary files) until it holds at
+    most 80% of the budget; `keep`, just written, stays."""
+    limit = budget()
+    entries: list[tuple[float, int, str]] = []
+    total = 0
+    now = time.time()
+    with contextlib.suppress(OSError), os.scandir(d) as it:
+        for e in it:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if e.name.endswith(".tmp"):
+                if now - st.st_mtime > _STALE_TMP_SECONDS:
+                    with contextlib.suppress(OSError):
+                        os.unlink(e.path)
+                continue
+            total += st.st_size
+            entries.append((st.st_mtime, st.st_size, e.path))
+    if total <= limit:
+        return
+    target = limit * 4 // 5
+    for _mtime, size, entry in sorted(entries):
+        if total <= target:
+            break
+        if keep is not None and entry == str(keep):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(entry)
+            total -= size

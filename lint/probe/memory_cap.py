@@ -13,38 +13,22 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..core.errors import BadInput
+from ..core.sizes import format_size, parse_bytes
 
 ENV = "MTPLINT_PROBE_MEMORY"
 DEFAULT_LIMIT = 8 << 30  # a DeepSeek-V4-Flash probe peaks at ~0.7 GiB resident
 MIN_LIMIT = 64 << 20  # below this not even the interpreter and vLLM's imports fit
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
-
-
 def parse_size(value: object) -> int:
-    """Bytes from an int (bytes) or text such as "8GiB", "8G", "512 MiB" (binary units, so
-    "8GB" is 8 GiB too). ValueError says what is accepted."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif isinstance(value, str) and (m := _SIZE.fullmatch(value.strip())):
-        size = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
-    else:
-        raise ValueError("a size such as 8GiB, 512MiB or a number of bytes")
+    """Bytes from a size as core.sizes reads it, at least MIN_LIMIT. ValueError says what is
+    accepted."""
+    size = parse_bytes(value)
     if size < MIN_LIMIT:
         raise ValueError(f"at least {format_size(MIN_LIMIT)}")
     return size
-
-
-def format_size(size: int) -> str:
-    for unit, factor in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= factor:
-            return f"{size / factor:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{size} B"
 
 
 def resolve_limit(setting: object, environ: Mapping[str, str] | None = None) -> int:
