@@ -22,6 +22,8 @@ from ..core.sizes import format_size, parse_bytes
 ENV = "MTPLINT_PROBE_MEMORY"
 DEFAULT_LIMIT = 8 << 30  # a DeepSeek-V4-Flash probe peaks at ~0.7 GiB resident
 MIN_LIMIT = 64 << 20  # below this not even the interpreter and vLLM's imports fit
+
+
 def parse_size(value: object) -> int:
     """Bytes from a size as core.sizes reads it, at least MIN_LIMIT. ValueError says what is
     accepted."""
