@@ -15,7 +15,7 @@ import io
 from typing import Any
 
 from ..report import ChildRequest
-from . import unchecked_steps
+from . import serve_validation, unchecked_steps
 
 
 class ServeArgsRejected(Exception):
@@ -111,6 +111,10 @@ def engine_args(request: ChildRequest) -> Any:
     typed_model = None  # the model as the command names it: a tokenizer defaulting to it is the staged one
     if serve_argv:
         args = parse_serve(serve_argv, _defaults(request, spec))
+        try:
+            serve_validation.validate(args)
+        except serve_validation.Refused as exc:
+            raise ServeArgsRejected(f"vLLM {_version()} refuses it at start-up: {exc}") from None
         typed_model = args.model
         _confirm_model(request, args.model)
         ea = EngineArgs.from_cli_args(args)

@@ -27,7 +27,7 @@ def drain() -> list[UncheckedStep]:
     return out
 
 
-def _record(step: str, flag: str, why: str, package: str = "") -> None:
+def record(step: str, flag: str, why: str, package: str = "") -> None:
     _steps.append(UncheckedStep(step=step, flag=flag, why=why, package=package))
 
 
@@ -56,7 +56,7 @@ def replay_tokenizer(ea: Any, model_dir: str) -> None:
     user_tokenizer = getattr(ea, "tokenizer", None)
     if user_tokenizer:
         _drop_reasoning_parser(ea)
-        _record(
+        record(
             f"the reasoning parser '{parser}' built over the tokenizer (its start and end token ids)",
             "--reasoning-parser",
             f"the tokenizer is read from --tokenizer {user_tokenizer}, which the probe does not read",
@@ -67,7 +67,7 @@ def replay_tokenizer(ea: Any, model_dir: str) -> None:
         ea.skip_tokenizer_init = False
         return
     _drop_reasoning_parser(ea)
-    _record(
+    record(
         f"the reasoning parser '{parser}' built over the tokenizer (its start and end token ids)",
         "--reasoning-parser",
         "the checkpoint as read here ships no tokenizer files (tokenizer.json, tokenizer.model, ...)",
@@ -93,7 +93,7 @@ def without_tokenizer(ea: Any, exc: BaseException) -> bool:
     _drop_reasoning_parser(ea)
     ea.tokenizer = None
     ea.skip_tokenizer_init = True
-    _record(
+    record(
         f"the reasoning parser '{parser}' built over the tokenizer (its start and end token ids)",
         "--reasoning-parser",
         f"loading the checkpoint's tokenizer needs {package}, which the probe's environment lacks",
@@ -133,7 +133,7 @@ def replay_attention_backend(ea: Any) -> None:
         else:
             ea.attention_backend = None
         name = getattr(backend, "name", str(backend))
-        _record(
+        record(
             f"the attention backend {name} (its import and its checks of this model, dtype and GPU)",
             "--attention-backend",
             f"the probe's environment lacks {package}, a GPU-only package its kernels import",
