@@ -39,6 +39,7 @@ def hub(tmp_path_factory):
         server.add("org/gated", small, gated=True)
         server.add("org/bad", bad)
         server.add("org/sidecar", cached_build("glm45-air-nvfp4-mtp-sidecar"))
+        server.add("org/glm47", cached_build("glm47-bf16-official"))  # ships its tokenizer
         yield server
 
 
@@ -231,6 +232,18 @@ def test_cli_same_findings_as_local_and_no_token_anywhere(hub, tmp_path):
     # The serve command a finding carries names the repository and the commit, not a local path.
     serves = [f["fixes"]["serve"] for f in there["findings"] if f["fixes"]["serve"]]
     assert all(f"org/dsv4 --revision {commit}" in s for s in serves)
+
+
+@pytest.mark.probe
+def test_the_tokenizer_a_hub_checkpoint_ships_is_read_for_the_reasoning_parser(hub, tmp_path):
+    """vLLM builds --reasoning-parser over the model's tokenizer while it creates the engine
+    config: the hub checkpoint's tokenizer files are fetched with its other small files, so the
+    parser is built as for the local copy (before: MTP025, 'ships no tokenizer files')."""
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": 1})
+    serve = ["vllm", "serve", "org/glm47", "--speculative-config", spec, "--reasoning-parser", "glm45"]
+    proc = cli(hub, tmp_path / "home", "check", "--format", "json", "-q", "--", *serve)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["findings"] == []
 
 
 @pytest.mark.slow

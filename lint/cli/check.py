@@ -98,13 +98,13 @@ def check_cmd(path: tuple[str, ...], **opts: Any) -> None:
     vLLM. Several PATHs give one report per --format and exit with the worst code.
     `mtplint check -- vllm serve PATH FLAGS...` lints the deployment that command starts."""
     if path[:2] == ("vllm", "serve"):
-        from ..config.serve_args import split_command
+        from ..config.serve_args import model_source, split_command
 
         model = split_command(list(path), "vllm serve command")[0]  # positional or --model, as vLLM finds it
         if not model:
             sys.exit(guarded(_serve_without_model, bool(opts.get("debug"))))
         opts["serve_command"] = list(path)
-        path = (model,)
+        path = (model_source(model, list(path)),)  # ORG/NAME: the hub repository, as vLLM reads it
     if len(path) > 1 and (opts.get("draft") or opts.get("method") or opts.get("reference")):
         sys.exit(guarded(lambda: _draft_with_many(opts, len(path)), bool(opts.get("debug"))))
     if len(path) == 1:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..core.errors import BadInput
 from ..core.regular_files import UnreadableFile, read_capped_text
+from ..inventory.remote import hub_spec
 
 _SPEC_FLAGS = ("--speculative-config", "--speculative_config", "-sc")
 _MODEL_FLAG = re.compile(r"^--model(=.+|$)")  # vLLM's own pattern (utils/argparse_utils.py)
@@ -158,6 +159,24 @@ def draft_source(written: str, revision: str | None) -> str:
     return f"hf://{written}" + (f"@{revision}" if revision else "")
 
 
+def model_source(written: str, argv: list[str]) -> str:
+    """Where mtplint reads the checkpoint a serve command serves: a local directory as written,
+    else a hub id (ORG/NAME, with the command's --revision) as hf://ORG/NAME[@REVISION], the
+    repository vLLM would download."""
+    return draft_source(written, _flag_value(argv, "--revision"))
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    value = None
+    for i, token in enumerate(argv):
+        spelled = token.replace("_", "-")
+        if spelled == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif spelled.startswith(flag + "="):
+            value = token.split("=", 1)[1]
+    return value
+
+
 def folded(values: dict[str, Any], given: dict[str, Any], path: Path) -> dict[str, Any]:
     """The settings a serve command (`serve_command`: tokens after `--`, or `serve_args_file`)
     sets: `serve_argv` (the command after `vllm serve`, its model the checkpoint linted),
@@ -170,7 +189,7 @@ def folded(values: dict[str, Any], given: dict[str, Any], path: Path) -> dict[st
     model, argv = split_command(tokens, where)
     if problem := nesting_problem(argv, where):
         raise BadInput(problem)
-    if model is None or Path(model) != path:
+    if model is None or (Path(model) != path and hub_spec(model_source(model, argv)) != hub_spec(path)):
         model = str(path)  # a serve-args file's command, linted against PATH
         argv = with_model(argv, model)
     out: dict[str, Any] = {"serve_argv": tuple(argv), "serve_model": model}

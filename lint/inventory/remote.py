@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.checkpoint_files import TOKENIZER_FILES
 from ..core.errors import BadInput
 from .fix_files import is_fix_leftover
 from .model import TensorInfo
@@ -117,6 +118,9 @@ def fetch_small_files(repo: HubRepo, config: dict[str, Any] | None = None) -> Pa
         raise BadInput("no config.json in the repository", path=repo.label)
     wanted = [n for n in SMALL_FILES if n in repo.files]
     wanted += [n for n in auto_map_code(config) if n in repo.files and n not in wanted]
+    # The tokenizer: vLLM builds a --reasoning-parser over it while it creates the engine
+    # config, so the probe reads it as the local checkpoint's (without it: MTP025, not checked).
+    wanted += [n for n in sorted(repo.files) if _tokenizer_file(n) and n not in wanted]
     snapshot: Path | None = None
     for name in wanted:
         size = repo.files.get(name)
@@ -134,6 +138,10 @@ def fetch_small_files(repo: HubRepo, config: dict[str, Any] | None = None) -> Pa
     assert snapshot is not None  # config.json is always wanted
     repo.snapshot = snapshot
     return snapshot
+
+
+def _tokenizer_file(name: str) -> bool:
+    return name in TOKENIZER_FILES or ("/" not in name and name.endswith(".tiktoken"))
 
 
 def auto_map_code(config: dict[str, Any] | None) -> list[str]:
