@@ -237,3 +237,32 @@ def test_a_clean_checkpoints_report_rekeyed_onto_a_broken_one_decides_nothing(wa
     assert proc.returncode == 1, proc.stdout + proc.stderr  # was 0 before entries were sealed
     report = json.loads(proc.stdout)
     assert report["probe"]["cached"] is False and report["findings"] == baseline["findings"]
+
+
+@pytest.mark.probe
+@pytest.mark.slow
+def test_vllm_messages_name_the_users_checkpoint_cached_or_not(tmp_path):
+    """vLLM reads a staged copy of the checkpoint and its messages name that copy; the report
+    names the checkpoint as given, and a cached report (the same bytes at another path) names
+    the path of the lint at hand, never the first one's or the probe's temporary directory."""
+    from fixtures.build import build
+
+    env = {**os.environ, "MTPLINT_CACHE_DIR": str(tmp_path / "cache")}
+    said = []
+    for name in ("first", "second"):
+        ckpt = build("mimo-bf16", tmp_path / name)
+        (ckpt / "configuration_mimo.py").unlink()  # config.json's auto_map still names it
+        run = subprocess.run(
+            [sys.executable, "-m", "mtplint", str(ckpt), "--trust-remote-code", "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert run.returncode == 1, run.stderr
+        report = json.loads(run.stdout)
+        (finding,) = [f for f in report["findings"] if f["code"] == "MTP009"]
+        said.append((report["probe"]["cached"], finding["message"]))
+    assert [cached for cached, _ in said] == [False, True]
+    for (_, message), name in zip(said, ("first", "second"), strict=True):
+        assert f"{tmp_path / name} does not appear to have a file named configuration_mimo.py" in message, message
+        assert "mtplint-probe-" not in message

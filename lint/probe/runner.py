@@ -30,7 +30,7 @@ from ..core.regular_files import read_capped
 from ..core.signals import terminating_signals_raise
 from ..core.source_digest import tree_digest
 from ..inventory.model import Inventory
-from . import cache, phases, staged_files, staged_headers, workers
+from . import cache, phases, staged_files, staged_headers, staged_paths, workers
 from .lifecycle import PARENT_ENV, end_group, mark_owner, sweep_stale
 from .memory_cap import format_size, tree_rss
 from .report import SCHEMA_VERSION, ChildRequest, ProbeReport, Request
@@ -213,21 +213,31 @@ def run_probe(
 ) -> ProbeReport:
     identity = identity or vllm_identity(request.python)
     inputs = cache_inputs(inventory, request, identity)
+    draft = request.draft_inventory
+    user_paths = (_shown(inventory), _shown(draft) if draft is not None else None)
     if use_cache:
         hit = cache.load(inputs)
         if hit is not None:
             hit.cached = True
+            staged_paths.to_user_paths(hit, *user_paths)
             return hit
     with tempfile.TemporaryDirectory(prefix="mtplint-probe-") as tmp:
         request.identity = identity  # which worker may serve it
         report = _run_child(inventory, request, Path(tmp), progress)
-    report.cached = False
-    _raise_for_usage(report)
-    _raise_for_environment(report)
+        report.cached = False
+        _raise_for_usage(report)
+        _raise_for_environment(report)
+        staged_paths.to_placeholders(report, Path(tmp))
     if use_cache:
         with gc_paused():
             cache.store(inputs, report)
+    staged_paths.to_user_paths(report, *user_paths)
     return report
+
+
+def _shown(inventory: Inventory) -> str:
+    """A checkpoint as the user named it: its hub origin, else its directory."""
+    return inventory.origin or str(inventory.root)
 
 
 def _stage(inventory: Inventory, tmp: Path, name: str, trust_remote_code: bool) -> tuple[Path, Path]:
