@@ -262,6 +262,51 @@ def test_verify_serves_a_tiny_checkpoint_as_it_is(tmp_path, drop_mtp, verdict):
     assert v.agree
 
 
+def _verify_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mtplint", "verify", "--format", "json", *args], capture_output=True, text=True
+    )
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_verify_serves_the_deployment_a_serve_command_starts(tmp_path):
+    """`verify -- vllm serve ...`: the lint reads the whole command; the engine serves with the
+    N, TP and --trust-remote-code vLLM read from it (N = 2 here, not verify's default 1)."""
+    from mtplint.verify import engine_env
+
+    src = _tiny_mimo(tmp_path / "tiny")
+    python = str(engine_env.engine("0.32.0").python)
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": 2})
+    serve = ["vllm", "serve", str(src), "--speculative-config", spec, "--trust-remote-code", "--max-model-len", "4096"]
+    proc = _verify_cli("--engine-python", python, "--", *serve)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    v = json.loads(proc.stdout)
+    assert v["num_speculative_tokens"] == 2 and v["lint"]["inputs"]["num_speculative_tokens"] == 2
+    assert v["engine"]["load"] == "ok" and v["agree"] is True, v["engine"]
+    assert len(v["engine"]["acceptance_per_position"]) == 2
+    assert "linted, not served" in v["engine"]["note"]
+
+
+def test_verify_of_a_separate_draft_is_linted_and_says_the_engine_did_not_serve_it(tmp_path):
+    target, draft = cached_build("llama31-8b-instruct-fp8-dynamic"), cached_build("eagle3-llama31-8b")
+    spec = json.dumps({"method": "eagle3", "model": str(draft), "num_speculative_tokens": 2})
+    proc = _verify_cli("--", "vllm", "serve", str(target), "--speculative-config", spec)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    v = json.loads(proc.stdout)
+    assert v["engine"]["load"] == "not-run" and "method 'eagle3'" in v["engine"]["not_run"], v["engine"]
+    assert v["agree"] is None and v["lint"]["inputs"]["method"] == "eagle3"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [(["a", "b"], "verify takes one PATH"), (["--", "vllm", "serve", "--max-model-len", "8"], "name the checkpoint")],
+)
+def test_verify_usage_errors_are_one_line(args, said):
+    proc = _verify_cli(*args)
+    assert proc.returncode == 2 and said in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
 def test_torchvision_stand_in_binds_what_imports_need_and_raises_on_use():
     from mtplint.verify.engine_child import STANDINS
 

