@@ -233,7 +233,7 @@ def test_anything_the_verdict_depends_on_renames_its_entry(tmp_path, change):
 
     target = _tiny_checkpoint(tmp_path / "target")
     draft = _tiny_checkpoint(tmp_path / "draft")
-    settings = load_settings(target, {"draft": str(draft)})
+    settings = load_settings(target, {"draft": str(draft)}).lint
     before = verdict_cache.pre_inputs(target, settings, [])
     assert before is not None and verdict_cache.pre_inputs(target, settings, []) == before
     if change == "config bytes":
@@ -255,7 +255,7 @@ def test_only_the_settings_that_decide_findings_key_the_verdict(tmp_path):
     from mtplint.config.settings import load_settings
 
     target = _tiny_checkpoint(tmp_path / "target")
-    plain = verdict_cache.pre_inputs(target, load_settings(target, {}), [])
+    plain = verdict_cache.pre_inputs(target, load_settings(target, {}).lint, [])
     assert plain is not None
     for shown in (
         {"verbose": True},
@@ -263,14 +263,14 @@ def test_only_the_settings_that_decide_findings_key_the_verdict(tmp_path):
         {"quiet": True},
         {"dry_run": True, "only": "set-mtp-depth"},
     ):
-        assert verdict_cache.pre_inputs(target, load_settings(target, shown), []) == plain, shown
+        assert verdict_cache.pre_inputs(target, load_settings(target, shown).lint, []) == plain, shown
     for decides in ({"select": ["MTP001"]}, {"gpu": "b200"}, {"tensor_parallel_size": 2}):
-        assert verdict_cache.pre_inputs(target, load_settings(target, decides), []) != plain, decides
+        assert verdict_cache.pre_inputs(target, load_settings(target, decides).lint, []) != plain, decides
 
 
 def test_a_reference_lint_is_never_remembered(tmp_path):
     from mtplint.config.settings import load_settings
 
     target = _tiny_checkpoint(tmp_path / "target")
-    assert verdict_cache.pre_inputs(target, load_settings(target, {"reference": str(target)}), []) is None
-    assert verdict_cache.pre_inputs(target, load_settings(target, {"no_cache": True}), []) is None
+    assert verdict_cache.pre_inputs(target, load_settings(target, {"reference": str(target)}).lint, []) is None
+    assert verdict_cache.pre_inputs(target, load_settings(target, {"no_cache": True}).lint, []) is None

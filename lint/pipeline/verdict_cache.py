@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..config.schema import Settings
+from ..config.schema import LintSettings
 from ..core.cache_dirs import cache_root, read_entry, write_entry
 from ..core.errors import BadInput
 from ..core.findings import Finding, Fixes, Location
@@ -52,7 +52,7 @@ class Remembered:
     modules: list[DraftModule] | None = None  # the draft's module table (-v) without the probe report
 
 
-def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | None:
+def pre_inputs(path: Path, s: LintSettings, patches: list[str]) -> dict[str, Any] | None:
     """The part of a remembered lint's inputs known before vLLM is asked anything; None where
     the lint is not remembered."""
     from ..inventory import memo
@@ -86,7 +86,7 @@ def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | 
             "staged": staged,
             "fix_leftovers": LocalShards(path).fix_leftovers(),
             "draft_fix_leftovers": draft_leftovers,
-            "settings": s.lint_settings(),
+            "settings": s.key(),
             "patches": list(patches),
         }
     )
