@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from mtplint.core.cache_dirs import read_entry, write_entry
+from mtplint.core.probe_summary import ProbedVllm, ProbeSummary
 from mtplint.core.run_inputs import RunInputs
 from mtplint.pipeline import verdict_cache
 from mtplint.probe import identity_memo
@@ -143,7 +144,7 @@ def test_a_verdict_of_another_vllm_is_not_recalled(tmp_path, monkeypatch):
     identity = {"version": "0.33.0", "commit": "g1", "python": "py"}
     full = verdict_cache.full_inputs(pre, identity, {"sm": [9, 0]})
     verdict_cache.store(
-        pre, full, [], [], RunInputs(path="p"), {"version": "0.33.0"}, {"cached": False}, None, (1, 1), []
+        pre, full, [], [], RunInputs(path="p"), ProbedVllm("0.33.0"), ProbeSummary(cached=False), None, (1, 1), []
     )
     entry = verdict_cache.candidate(pre)
     assert entry is not None
@@ -157,7 +158,7 @@ def test_an_unsealed_verdict_is_not_read(tmp_path, monkeypatch):
     monkeypatch.setenv("MTPLINT_CACHE_DIR", str(tmp_path / "cache"))
     pre = {"format": "x", "target": "sig"}
     full = verdict_cache.full_inputs(pre, {"version": "1"}, {})
-    verdict_cache.store(pre, full, [], [], RunInputs(path="p"), {}, {}, None, (0, 0), [])
+    verdict_cache.store(pre, full, [], [], RunInputs(path="p"), ProbedVllm(), ProbeSummary(), None, (0, 0), [])
     path = verdict_cache._entry(pre)
     body = read_entry(path)
     assert body is not None

@@ -4,7 +4,7 @@ inventory + probe report -> rule checks -> findings."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ from ..config.schema import LintSettings, Settings
 from ..core.errors import BadInput
 from ..core.findings import Finding, RunResult
 from ..core.gc_pause import gc_paused
+from ..core.probe_summary import ProbedVllm, ProbeSummary
 from ..core.progress import settle
 from ..core.run_inputs import RunInputs
 from ..envs.resolve import Target, interpreter_path, probe_target
@@ -42,8 +43,8 @@ class Linted:
     evaluated: list[dict[str, Any]]  # [{code, name, severity, summary}] of the rules run
     inputs: RunInputs
     request: Any
-    vllm: dict[str, Any]  # {version, commit}
-    probe: dict[str, Any]  # {cached, seconds}
+    vllm: ProbedVllm
+    probe: ProbeSummary
     # The PATH's own inventory where it is not the one linted (--draft: the target's).
     path_inventory: Inventory | None = None
     origin: str | None = None  # the linted checkpoint's hf://ORG/NAME@COMMIT, None when local
@@ -82,9 +83,9 @@ class Linted:
         return RunResult(
             findings=self.findings,
             rules_evaluated=list(self.evaluated),
-            vllm=dict(self.vllm),
+            vllm=self.vllm,
             inputs=self.inputs,
-            probe=dict(self.probe),
+            probe=self.probe,
         )
 
 
@@ -238,7 +239,7 @@ def _recalled(
         hit.inputs,
         request,
         vllm=hit.vllm,
-        probe={**hit.probe, "cached": True},
+        probe=replace(hit.probe, cached=True),
         origin=hit.origin,
         _relint=lambda: _lint(
             path, s, quiet=quiet, patches=patches, fresh=False, progress=None, inventory=None, recall=False
@@ -276,13 +277,9 @@ def _probe_and_conclude(
         patches=tuple(request.patches),
     )
     linted = conclude(path, inventory, report, request, s, inputs, draft=prep.draft, reference=prep.reference)
-    linted.vllm.update(_libraries(prep.identity))
+    # What the probed interpreter holds beside vLLM (each environment's own pins): for the report.
+    linted.vllm = replace(linted.vllm, libraries=dict(prep.identity.get("libraries") or {}))
     return linted
-
-
-def _libraries(identity: dict[str, Any]) -> dict[str, Any]:
-    """What the probed interpreter holds beside vLLM (each environment's own pins): for the report."""
-    return {"libraries": dict(identity["libraries"])} if identity.get("libraries") else {}
 
 
 def check_pinned(s: LintSettings, report: ProbeReport) -> None:
@@ -390,8 +387,8 @@ def conclude(
         rules,
         inputs,
         request,
-        vllm={"version": report.vllm.version, "commit": report.vllm.commit},
-        probe={"cached": report.cached, "seconds": round(report.seconds, 2)},
+        vllm=ProbedVllm(report.vllm.version, report.vllm.commit),
+        probe=ProbeSummary(report.cached, round(report.seconds, 2)),
         path_inventory=target_inventory,
         origin=inventory.origin,
     )

@@ -29,6 +29,7 @@ from ..config.schema import LintSettings
 from ..core.cache_dirs import cache_root, read_entry, write_entry
 from ..core.errors import BadInput
 from ..core.findings import Finding, Fixes, Location
+from ..core.probe_summary import ProbedVllm, ProbeSummary
 from ..core.run_inputs import RunInputs
 from ..core.source_digest import tree_digest
 from ..core.versions import __version__
@@ -45,8 +46,8 @@ class Remembered:
     findings: list[Finding]
     evaluated: list[dict[str, Any]]
     inputs: RunInputs
-    vllm: dict[str, Any]
-    probe: dict[str, Any]
+    vllm: ProbedVllm
+    probe: ProbeSummary
     origin: str | None
     counts: tuple[int, int]  # tensors, shards: the progress line a full lint prints
     modules: list[DraftModule] | None = None  # the draft's module table (-v) without the probe report
@@ -153,8 +154,8 @@ def store(
     findings: list[Finding],
     evaluated: list[dict[str, Any]],
     inputs: RunInputs,
-    vllm: dict[str, Any],
-    probe: dict[str, Any],
+    vllm: ProbedVllm,
+    probe: ProbeSummary,
     origin: str | None,
     counts: tuple[int, int],
     modules: list[DraftModule],
@@ -165,8 +166,8 @@ def store(
         "findings": [dataclasses.asdict(f) for f in findings],
         "evaluated": evaluated,
         "inputs": inputs.to_json(),
-        "vllm": vllm,
-        "probe": probe,
+        "vllm": vllm.to_json(),
+        "probe": probe.to_json(),
         "origin": origin,
         "counts": list(counts),
         "modules": [m.to_json() for m in modules],
@@ -194,8 +195,8 @@ def _decode(payload: dict[str, Any]) -> Remembered:
         findings=findings,
         evaluated=list(payload["evaluated"]),
         inputs=RunInputs.from_json(payload["inputs"]),
-        vllm=dict(payload["vllm"]),
-        probe=dict(payload["probe"]),
+        vllm=ProbedVllm.from_json(payload["vllm"]),
+        probe=ProbeSummary.from_json(payload["probe"]),
         origin=payload["origin"],
         counts=(int(tensors), int(shards)),
         modules=[DraftModule.from_json(m) for m in payload["modules"]] if "modules" in payload else None,
