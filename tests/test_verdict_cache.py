@@ -95,12 +95,16 @@ def test_output_options_and_a_fix_dry_run_share_the_lints_verdict(remembered):
     """How findings are shown (-v, --format json) or acted on (fix --dry-run) is not what they
     are: one lint, one remembered verdict."""
     ckpt, root, _ = remembered
+    (entry,) = verdicts(root)
+    stored = (entry.read_bytes(), entry.stat().st_mtime_ns)
     for args in ([], ["-v"], ["--format", "json"], ["--output-format", "full"]):
         assert lint(ckpt, root, *args).returncode == 1
     env = {**os.environ, "MTPLINT_CACHE_DIR": str(root)}
     fix = subprocess.run([*MTPLINT, "fix", str(ckpt), "--dry-run", "-q"], capture_output=True, text=True, env=env)
     assert fix.returncode in (0, 1), fix.stderr
-    assert len(verdicts(root)) == 1
+    assert verdicts(root) == [entry]
+    # Each recalled it: none stored its own verdict over it.
+    assert (entry.read_bytes(), entry.stat().st_mtime_ns) == stored
 
 
 @pytest.mark.probe
