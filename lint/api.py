@@ -19,16 +19,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .config.schema import GIVEN, checked
+from .config.schema import DERIVED, LINT_FIELDS, checked
 from .config.settings import ALIASES, Options
 from .core.errors import BadInput
 from .core.findings import RunResult
-
-# Settings that shape the CLI's output, or belong to `mtplint fix`: not lint() options.
-_NOT_API = frozenset(
-    {"formats", "outputs", "output_format", "verbose", "statistics", "color", "repo_root", "quiet", "debug"}
-    | {"only", "dry_run", "drop_dead", "out"}
-)
 
 
 @dataclass
@@ -60,8 +54,9 @@ class Report(RunResult):
 
 
 def options() -> list[str]:
-    """The option names lint() takes: the Settings fields a lint reads (lint/config/schema.py)."""
-    return sorted((GIVEN - _NOT_API) | {"with_patches"})
+    """The option names lint() takes: the LintSettings fields a caller gives (lint/config/schema.py),
+    and the command line's spelling of one (with_patches)."""
+    return sorted((LINT_FIELDS - DERIVED) | {"with_patches"})
 
 
 def lint(path: str | Path, **opts: Any) -> Report:
@@ -75,7 +70,7 @@ def lint(path: str | Path, **opts: Any) -> Report:
     s = usable_settings(path, settings_options(opts), announce=False)
     _linted, result, notes = lint_with_policy(path, s)
     base = {f.name: getattr(result, f.name) for f in fields(RunResult)}
-    return Report(**base, exit_code=exit_code(result, s.fail_on), fail_on=s.fail_on, notes=notes)
+    return Report(**base, exit_code=exit_code(result, s.lint.fail_on), fail_on=s.lint.fail_on, notes=notes)
 
 
 def settings_options(opts: Options) -> dict[str, Any]:

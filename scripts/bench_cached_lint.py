@@ -1,5 +1,6 @@
 """Time the everyday loop: a repeated `mtplint PATH` whose findings come from the verdict cache
-(pre-commit, fix, re-lint), then the same with only the probe report and inventory memo cached,
+(pre-commit, fix, re-lint), the same with -v (the draft's module table, remembered with the
+verdict), then the same with only the probe report and inventory memo cached,
 beside a bare `python -c pass` and the bare import of
 mtplint's CLI measured in the same run. Prints numbers, asserts nothing.
 
@@ -65,6 +66,10 @@ def main() -> None:
                 f"{recipe:<25} {cached:6.3f}s {cpu:6.3f}s  cached lint, exit {rc} "
                 f"({cached / bare:.1f}x bare; first lint {first:.1f} s)"
             )
+            # -v and --format json are how findings are shown: the same remembered verdict.
+            for shown in (["-v"], ["--format", "json"]):
+                w, c, rc = timed([*argv, *shown], env, args.runs)
+                print(f"{'':<25} {w:6.3f}s {c:6.3f}s  cached lint {' '.join(shown)}, exit {rc} ({w / bare:.1f}x bare)")
             # The same lint with its verdict forgotten: inventory memo, probe report and checks.
             forget = [py, "-c", f"import shutil; shutil.rmtree({str(Path(cache) / 'verdicts')!r}, True)"]
             walls, cpus = [], []

@@ -90,7 +90,7 @@ def test_an_edit_to_a_staged_file_changes_the_probe_cache_key(tmp_path, edit):
 @pytest.mark.parametrize("edit", [e for e in EDITS if "same size" in e or e.startswith("generation")])
 def test_an_edit_to_a_staged_file_renames_the_remembered_verdict(tmp_path, edit):
     root = _checkpoint(tmp_path / "ckpt")
-    settings = load_settings(root, {"trust_remote_code": True})
+    settings = load_settings(root, {"trust_remote_code": True}).lint
     before = verdict_cache.pre_inputs(root, settings, [])
     assert before is not None and verdict_cache.pre_inputs(root, settings, []) == before
     EDITS[edit](root)

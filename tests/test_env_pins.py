@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from mtplint.core.errors import ProbeFailure
 from mtplint.core.findings import RunResult
+from mtplint.core.probe_summary import ProbedVllm
 from mtplint.core.run_inputs import RunInputs
 from mtplint.envs import pins, provision, store
 
@@ -163,7 +164,7 @@ def test_env_list_names_each_environments_transformers_and_compressed_tensors(tm
 
 
 def _result(libraries: dict[str, str]) -> RunResult:
-    vllm = {"version": "0.19.0", "commit": "g2a69949bd", "libraries": libraries}
+    vllm = ProbedVllm("0.19.0", "g2a69949bd", libraries)
     return RunResult(findings=[], rules_evaluated=[], vllm=vllm, inputs=RunInputs(path="ckpt"))
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import pytest
 from mtplint.config.schema import Settings
 from mtplint.core.findings import Finding, Location
+from mtplint.core.probe_summary import ProbedVllm
 from mtplint.core.run_inputs import RunInputs
 from mtplint.matrix.cells import Cell, combinations, works_on
 from mtplint.matrix.render import build_json, render_junit, render_text
@@ -27,7 +28,7 @@ def _finding(code: str, severity: str = "error") -> Finding:
 
 def _cell(version: str, n: int, *codes: str, severity: str = "error") -> Cell:
     return Cell(
-        vllm={"version": version, "commit": "gabc"},
+        vllm=ProbedVllm(version, "gabc"),
         inputs=RunInputs(path="ckpt", num_speculative_tokens=n),
         axes={"vllm": version, "n": n, "gpu": None, "tp": 1},
         findings=[_finding(c, severity) for c in codes],
@@ -137,12 +138,12 @@ def _fake_lint(
     lock, state = threading.Lock(), {"now": 0, "most": 0}
 
     def lint(path, s, inventory, progress):
-        n = s.num_speculative_tokens
+        n = s.lint.num_speculative_tokens
         with lock:
             state["now"] += 1
             state["most"] = max(state["most"], state["now"])
             if log is not None:
-                log.append(("lint", s.vllm_commit, n, inventory))
+                log.append(("lint", s.lint.vllm_commit, n, inventory))
         if hooks and n in hooks:
             hooks[n]()
         time.sleep(delays[n])
@@ -151,10 +152,10 @@ def _fake_lint(
         if n in fail:
             raise BadInput(f"cell n={n} failed")
         result = SimpleNamespace(
-            vllm={"version": s.vllm_commit},
+            vllm=ProbedVllm(s.lint.vllm_commit),
             inputs=RunInputs(path="ckpt", num_speculative_tokens=n),
             findings=[],
-            probe={},
+            probe=None,
         )
         return SimpleNamespace(inventory=inventory, path_inventory=None, inputs=result.inputs, result=lambda: result)
 
@@ -217,10 +218,10 @@ def test_cells_side_by_side_keep_the_combinations_order_and_provision_first():
         axes,
         lint,
         jobs=2,
-        prepare=lambda s: log.append(("prepare", s.vllm_commit)),
+        prepare=lambda s: log.append(("prepare", s.lint.vllm_commit)),
         inventory=inventory,
     )
-    assert [(c.vllm["version"], c.inputs.num_speculative_tokens) for c in cells] == [
+    assert [(c.vllm.version, c.inputs.num_speculative_tokens) for c in cells] == [
         (v, n) for v in ("0.31.0", "0.33.0") for n in (1, 2, 3)
     ]
     assert log[:2] == [("prepare", "0.31.0"), ("prepare", "0.33.0")], "every vLLM provisioned before any cell"
@@ -352,20 +353,20 @@ def test_the_local_pool_runs_every_checkpoint_x_cell_in_the_report_s_order():
     seen, prepared = [], []
 
     def lint(path, s, inventory, progress):
-        seen.append((str(path), inventory, s.vllm_commit, s.num_speculative_tokens))
+        seen.append((str(path), inventory, s.lint.vllm_commit, s.lint.num_speculative_tokens))
         result = SimpleNamespace(
-            vllm={"version": s.vllm_commit},
-            inputs=RunInputs(path=str(path), num_speculative_tokens=s.num_speculative_tokens),
+            vllm=ProbedVllm(s.lint.vllm_commit),
+            inputs=RunInputs(path=str(path), num_speculative_tokens=s.lint.num_speculative_tokens),
             findings=[],
-            probe={},
+            probe=None,
         )
         return SimpleNamespace(inventory=inventory, path_inventory=None, result=lambda: result)
 
     axes = {"vllm": ["0.31.0", "0.33.0"], "n": [1, 2], "gpu": [None], "tp": [1]}
     targets = [Target(Path("a"), Settings(), axes, "inv-a"), Target(Path("b"), Settings(), axes, "inv-b")]
-    cells = run_catalogue(targets, lint, jobs=2, prepare=lambda s: prepared.append(s.vllm_commit))
+    cells = run_catalogue(targets, lint, jobs=2, prepare=lambda s: prepared.append(s.lint.vllm_commit))
     assert prepared == ["0.31.0", "0.33.0"]
-    assert [(c.inputs.path, c.vllm["version"], c.inputs.num_speculative_tokens) for c in cells] == [
+    assert [(c.inputs.path, c.vllm.version, c.inputs.num_speculative_tokens) for c in cells] == [
         (p, v, n) for p in ("a", "b") for v in ("0.31.0", "0.33.0") for n in (1, 2)
     ]
     assert sorted(seen) == sorted(

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from mtplint.config.schema import Settings
+from mtplint.core.probe_summary import ProbedVllm
 from mtplint.core.run_inputs import RunInputs
 from mtplint.matrix.cells import run_matrix
 
@@ -118,7 +119,7 @@ def test_every_cell_lints_the_inventory_the_first_cell_read():
     def lint(path: Path, s: dict, inventory: object, progress: object) -> SimpleNamespace:
         seen.append(inventory)
         read = inventory or object()
-        result = SimpleNamespace(vllm={"version": "0.33.0"}, inputs=RunInputs(path="ckpt"), findings=[], probe={})
+        result = SimpleNamespace(vllm=ProbedVllm("0.33.0"), inputs=RunInputs(path="ckpt"), findings=[], probe=None)
         return SimpleNamespace(inventory=read, path_inventory=None, result=lambda: result)
 
     axes = {"vllm": ["0.33.0"], "n": [1, 2, 3], "gpu": [None], "tp": [1]}

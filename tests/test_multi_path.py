@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from mtplint.core.errors import ProbeFailure
 from mtplint.core.findings import Finding, Location, RunResult
+from mtplint.core.probe_summary import ProbedVllm
 from mtplint.core.run_inputs import RunInputs
 from mtplint.reporters.json_report import load_schema
 from mtplint.reporters.report_set import (
@@ -361,7 +362,7 @@ def _result(path: str, *severities: str) -> RunResult:
         )
         for i, s in enumerate(severities)
     ]
-    return RunResult(findings=findings, rules_evaluated=[], vllm={"version": "0.33.0"}, inputs=RunInputs(path=path))
+    return RunResult(findings=findings, rules_evaluated=[], vllm=ProbedVllm("0.33.0"), inputs=RunInputs(path=path))
 
 
 def test_summary_counts_each_checkpoint_by_its_worst_finding():

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from mtplint.core.errors import BadInput
 from mtplint.core.findings import Finding, Fixes, Location, RunResult
+from mtplint.core.probe_summary import ProbedVllm
 from mtplint.core.run_inputs import RunInputs
 from mtplint.core.textsafe import json_safe, terminal_safe, terminal_safe_lines
 from mtplint.reporters import render
@@ -177,7 +178,7 @@ def evil_result() -> RunResult:
             {"code": c, "name": n, "severity": "error", "summary": "s"}
             for c, n in (("MTP001", "a"), ("MTP002", "b"), ("MTP005", "c"))
         ],
-        vllm={"version": "0.33.0", "commit": f"abc{CLEAR}"},
+        vllm=ProbedVllm("0.33.0", f"abc{CLEAR}"),
         inputs=RunInputs(path=f"/models/{CLEAR}ckpt", gpu=EVIL),
     )
 

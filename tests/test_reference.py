@@ -52,7 +52,7 @@ def judged(path: Path, reference: Path | None, select: str = "MTP019,MTP020") ->
     args = [str(path), "--select", select, *(["--reference", str(reference)] if reference else [])]
     params = dict(check_cmd.make_context("check", args).params)
     params.pop("path")
-    settings = load_settings(path, params)
+    settings = load_settings(path, params).lint
     record = read_recorded(SOURCE)
     assert record is not None
     report = ProbeReport.from_json(record["report"])

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from mtplint.core.errors import BadInput
 from mtplint.core.findings import Finding, Fixes, Location, RunResult
+from mtplint.core.probe_summary import ProbedVllm, ProbeSummary
 from mtplint.core.run_inputs import RunInputs
 from mtplint.engine.rule import RULE_DOCS_BASE, AppliesTo, Explanation, Rule, rule_doc_uri
 from mtplint.reporters import FORMATS, render
@@ -111,7 +112,7 @@ def result() -> RunResult:
     return RunResult(
         findings=[cause, warning, consequence],
         rules_evaluated=_evaluated("MTP001", "MTP002", "MTP005", "MTP007"),
-        vllm={"version": "0.33.0", "commit": "4ba787ec9d1c2e0f7a6b5c4d3e2f1a0b9c8d7e6f"},
+        vllm=ProbedVllm("0.33.0", "4ba787ec9d1c2e0f7a6b5c4d3e2f1a0b9c8d7e6f"),
         inputs=RunInputs(
             path="/models/GLM-5-NVFP4",
             gpu="NVIDIA H100 80GB HBM3",
@@ -120,7 +121,7 @@ def result() -> RunResult:
             tensor_parallel_size=8,
             patches=(),
         ),
-        probe={"cached": False, "seconds": 41.5},
+        probe=ProbeSummary(cached=False, seconds=41.5),
     )
 
 
@@ -129,7 +130,7 @@ def clean() -> RunResult:
     return RunResult(
         findings=[],
         rules_evaluated=_evaluated("MTP001", "MTP002"),
-        vllm={"version": "0.33.0", "commit": "4ba787ec9d"},
+        vllm=ProbedVllm("0.33.0", "4ba787ec9d"),
         inputs=RunInputs(path="org/model"),
     )
 

@@ -73,7 +73,7 @@ def _lint_paused(case: dict) -> tuple[int, dict]:
     path = _built(case["recipe"])
     params = dict(check_cmd.make_context("check", [str(path), *case_args(case)]).params)
     params.pop("path")
-    settings = load_settings(path, params)
+    settings = load_settings(path, params).lint
     request = ProbeRequest.replaying(report.request)
     inputs = RunInputs.from_json({**record_inputs, "path": str(path)})
     draft, reference = load_draft(settings), load_reference(settings)  # as session.lint reads them

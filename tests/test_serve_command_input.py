@@ -76,7 +76,7 @@ def test_serve_args_file_reads_as_a_shell_does(tmp_path):
 def test_settings_keep_the_serve_command_as_written(tmp_path):
     # Nothing of the deployment is pre-read: vLLM's parser reads TP (the probe labels the report
     # with its reading); the command is kept as written, the model the checkpoint linted.
-    s = load_settings(tmp_path, {"serve_command": ["vllm", "serve", str(tmp_path), "-tp", "4", "--enforce-eager"]})
+    s = load_settings(tmp_path, {"serve_command": ["vllm", "serve", str(tmp_path), "-tp", "4", "--enforce-eager"]}).lint
     assert s.tensor_parallel_size == 1
     assert s.serve_argv == (str(tmp_path), "-tp", "4", "--enforce-eager")
     assert s.serve_model == str(tmp_path)
@@ -85,7 +85,7 @@ def test_settings_keep_the_serve_command_as_written(tmp_path):
 def test_a_serve_args_file_is_linted_against_path(tmp_path):
     f = tmp_path / "serve.sh"
     f.write_text("vllm serve -tp 2 --model org/model --speculative_config.num_speculative_tokens 3\n")
-    s = load_settings(tmp_path, {"serve_args_file": str(f)})
+    s = load_settings(tmp_path, {"serve_args_file": str(f)}).lint
     assert s.serve_argv == ("-tp", "2", "--model", str(tmp_path), "--speculative_config.num_speculative_tokens", "3")
 
 
@@ -93,11 +93,11 @@ def test_the_serve_commands_draft_is_the_draft_linted(tmp_path):
     draft = tmp_path / "my-draft"
     draft.mkdir()
     spec = json.dumps({"model": str(draft), "num_speculative_tokens": 2})
-    s = load_settings(tmp_path, {"serve_command": ["vllm", "serve", str(tmp_path), "--speculative-config", spec]})
+    s = load_settings(tmp_path, {"serve_command": ["vllm", "serve", str(tmp_path), "--speculative-config", spec]}).lint
     assert (s.draft, s.serve_draft) == (str(draft), str(draft))
     # The target itself named as the speculative model (the ERNIE recipe's `ernie_mtp`): MTP on it.
     spec = json.dumps({"method": "ernie_mtp", "model": str(tmp_path)})
-    s = load_settings(tmp_path, {"serve_command": ["vllm", "serve", str(tmp_path), "--speculative-config", spec]})
+    s = load_settings(tmp_path, {"serve_command": ["vllm", "serve", str(tmp_path), "--speculative-config", spec]}).lint
     assert (s.draft, s.serve_draft) == (None, str(tmp_path))
 
 
@@ -110,7 +110,7 @@ def test_an_option_vllm_reads_otherwise_from_the_command_is_bad_input(tmp_path):
     from mtplint.pipeline.session import check_pinned
     from mtplint.probe.report import ProbeReport, Request, VllmIdentity
 
-    s = load_settings(tmp_path, {"tensor_parallel_size": 2, "serve_command": ["vllm", "serve", str(tmp_path)]})
+    s = load_settings(tmp_path, {"tensor_parallel_size": 2, "serve_command": ["vllm", "serve", str(tmp_path)]}).lint
     assert s.serve_pinned == (("tensor_parallel_size", 2),)
     read = ProbeReport(VllmIdentity("0.33.0", None), Request([9, 0], "H100", 1, tensor_parallel_size=4))
     with pytest.raises(

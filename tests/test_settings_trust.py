@@ -84,7 +84,7 @@ def test_project_file_can_set(project, key, where):
     body = f"{key} = {FORBIDDEN[key]}\n"
     (project / where).write_text(body if where == "mtplint.toml" else f"[tool.mtplint]\n{body}")
     (project / "serve.sh").write_text("vllm serve ./ckpt --tensor-parallel-size 2\n")  # serve-args-file's
-    s = load_settings(Path("ckpt"), {})
+    s = load_settings(Path("ckpt"), {}).lint
     name = FILE_KEYS[key]
     assert getattr(s, name) not in (None, False, (), 600.0, "error"), s
     assert list(s.settings_files) == [
@@ -100,13 +100,13 @@ def test_checkpoint_file_sets_deploy_inputs_and_loses_to_project_and_command_lin
         "num-speculative-tokens = 3\ntensor-parallel-size = 8\npipeline-parallel-size = 2\n"
         'kv-cache-dtype = "fp8"\ngpu = "b200"\n'
     )
-    s = load_settings(Path("ckpt"), {})
+    s = load_settings(Path("ckpt"), {}).lint
     assert (s.num_speculative_tokens, s.tensor_parallel_size, s.pipeline_parallel_size) == (3, 8, 2)
     assert (s.kv_cache_dtype, s.gpu, s.sm) == ("fp8", "b200", None)
     assert list(s.settings_files) == [{"path": str(Path("ckpt") / "mtplint.toml"), "source": "checkpoint"}]
 
     (project / "mtplint.toml").write_text('tensor-parallel-size = 4\nsm = "9.0"\nignore = "MTP013"\n')
-    s = load_settings(Path("ckpt"), {"num_speculative_tokens": 2, "ignore_codes": "MTP001"})
+    s = load_settings(Path("ckpt"), {"num_speculative_tokens": 2, "ignore_codes": "MTP001"}).lint
     assert s.num_speculative_tokens == 2  # command line over the checkpoint
     assert s.tensor_parallel_size == 4  # project over the checkpoint
     assert s.pipeline_parallel_size == 2  # only the checkpoint says

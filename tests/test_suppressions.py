@@ -32,7 +32,7 @@ def project(tmp_path, monkeypatch) -> Path:
 
 def _suppress(project: Path, text: str) -> tuple:
     (project / "mtplint.toml").write_text(text)
-    return load_settings(Path("ckpt"), {}).suppress
+    return load_settings(Path("ckpt"), {}).lint.suppress
 
 
 # -- parsing ---------------------------------------------------------------------------------
@@ -63,7 +63,7 @@ def test_pyproject_tables_parse(project):
         '[project]\nname = "x"\n\n[tool.mtplint]\nselect = "MTP"\n\n'
         '[[tool.mtplint.suppress]]\nid = "MTP013:mtp.0.x"\nreason = "kept for the next release"\n'
     )
-    (got,) = load_settings(Path("ckpt"), {}).suppress
+    (got,) = load_settings(Path("ckpt"), {}).lint.suppress
     assert (got.id, got.source, got.line) == ("MTP013:mtp.0.x", "./pyproject.toml [tool.mtplint]", 7)
     assert got.where() == "./pyproject.toml:7"
 

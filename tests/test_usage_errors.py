@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from mtplint import __version__
-from mtplint.config.schema import Settings
+from mtplint.config.schema import LintSettings
 from mtplint.config.usage import check_kv_cache_dtype, kv_cache_dtypes
 from mtplint.core.errors import BadInput
 from recorded_cli import case_checkpoint, mtplint, stand_in
@@ -141,12 +141,12 @@ def test_kv_cache_dtype_is_accepted_when_the_choices_cannot_be_read(tmp_path):
     broken.write_text("#!/bin/sh\nexit 1\n")
     broken.chmod(0o755)
     assert kv_cache_dtypes(str(broken)) is None
-    check_kv_cache_dtype(Settings(kv_cache_dtype="fp9", vllm_python=str(broken)))  # no error: cannot tell
+    check_kv_cache_dtype(LintSettings(kv_cache_dtype="fp9", vllm_python=str(broken)))  # no error: cannot tell
     with pytest.raises(BadInput, match="did you mean fp8"):
-        check_kv_cache_dtype(Settings(kv_cache_dtype="fp9"))
+        check_kv_cache_dtype(LintSettings(kv_cache_dtype="fp9"))
     # A release provisioned on first use cannot be read before it exists: accepted here, the
     # probe answers for it.
-    check_kv_cache_dtype(Settings(kv_cache_dtype="fp9", vllm_commit="0.29.0"))
+    check_kv_cache_dtype(LintSettings(kv_cache_dtype="fp9", vllm_commit="0.29.0"))
 
 
 def test_a_zero_on_the_command_line_is_a_value_given(seed, capsys, tmp_path):

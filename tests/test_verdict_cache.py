@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from mtplint.core.cache_dirs import read_entry, write_entry
+from mtplint.core.probe_summary import ProbedVllm, ProbeSummary
 from mtplint.core.run_inputs import RunInputs
 from mtplint.pipeline import verdict_cache
 from mtplint.probe import identity_memo
@@ -94,12 +95,16 @@ def test_output_options_and_a_fix_dry_run_share_the_lints_verdict(remembered):
     """How findings are shown (-v, --format json) or acted on (fix --dry-run) is not what they
     are: one lint, one remembered verdict."""
     ckpt, root, _ = remembered
+    (entry,) = verdicts(root)
+    stored = (entry.read_bytes(), entry.stat().st_mtime_ns)
     for args in ([], ["-v"], ["--format", "json"], ["--output-format", "full"]):
         assert lint(ckpt, root, *args).returncode == 1
     env = {**os.environ, "MTPLINT_CACHE_DIR": str(root)}
     fix = subprocess.run([*MTPLINT, "fix", str(ckpt), "--dry-run", "-q"], capture_output=True, text=True, env=env)
     assert fix.returncode in (0, 1), fix.stderr
-    assert len(verdicts(root)) == 1
+    assert verdicts(root) == [entry]
+    # Each recalled it: none stored its own verdict over it.
+    assert (entry.read_bytes(), entry.stat().st_mtime_ns) == stored
 
 
 @pytest.mark.probe
@@ -143,7 +148,7 @@ def test_a_verdict_of_another_vllm_is_not_recalled(tmp_path, monkeypatch):
     identity = {"version": "0.33.0", "commit": "g1", "python": "py"}
     full = verdict_cache.full_inputs(pre, identity, {"sm": [9, 0]})
     verdict_cache.store(
-        pre, full, [], [], RunInputs(path="p"), {"version": "0.33.0"}, {"cached": False}, None, (1, 1), []
+        pre, full, [], [], RunInputs(path="p"), ProbedVllm("0.33.0"), ProbeSummary(cached=False), None, (1, 1), []
     )
     entry = verdict_cache.candidate(pre)
     assert entry is not None
@@ -157,7 +162,7 @@ def test_an_unsealed_verdict_is_not_read(tmp_path, monkeypatch):
     monkeypatch.setenv("MTPLINT_CACHE_DIR", str(tmp_path / "cache"))
     pre = {"format": "x", "target": "sig"}
     full = verdict_cache.full_inputs(pre, {"version": "1"}, {})
-    verdict_cache.store(pre, full, [], [], RunInputs(path="p"), {}, {}, None, (0, 0), [])
+    verdict_cache.store(pre, full, [], [], RunInputs(path="p"), ProbedVllm(), ProbeSummary(), None, (0, 0), [])
     path = verdict_cache._entry(pre)
     body = read_entry(path)
     assert body is not None
@@ -233,7 +238,7 @@ def test_anything_the_verdict_depends_on_renames_its_entry(tmp_path, change):
 
     target = _tiny_checkpoint(tmp_path / "target")
     draft = _tiny_checkpoint(tmp_path / "draft")
-    settings = load_settings(target, {"draft": str(draft)})
+    settings = load_settings(target, {"draft": str(draft)}).lint
     before = verdict_cache.pre_inputs(target, settings, [])
     assert before is not None and verdict_cache.pre_inputs(target, settings, []) == before
     if change == "config bytes":
@@ -255,7 +260,7 @@ def test_only_the_settings_that_decide_findings_key_the_verdict(tmp_path):
     from mtplint.config.settings import load_settings
 
     target = _tiny_checkpoint(tmp_path / "target")
-    plain = verdict_cache.pre_inputs(target, load_settings(target, {}), [])
+    plain = verdict_cache.pre_inputs(target, load_settings(target, {}).lint, [])
     assert plain is not None
     for shown in (
         {"verbose": True},
@@ -263,14 +268,14 @@ def test_only_the_settings_that_decide_findings_key_the_verdict(tmp_path):
         {"quiet": True},
         {"dry_run": True, "only": "set-mtp-depth"},
     ):
-        assert verdict_cache.pre_inputs(target, load_settings(target, shown), []) == plain, shown
+        assert verdict_cache.pre_inputs(target, load_settings(target, shown).lint, []) == plain, shown
     for decides in ({"select": ["MTP001"]}, {"gpu": "b200"}, {"tensor_parallel_size": 2}):
-        assert verdict_cache.pre_inputs(target, load_settings(target, decides), []) != plain, decides
+        assert verdict_cache.pre_inputs(target, load_settings(target, decides).lint, []) != plain, decides
 
 
 def test_a_reference_lint_is_never_remembered(tmp_path):
     from mtplint.config.settings import load_settings
 
     target = _tiny_checkpoint(tmp_path / "target")
-    assert verdict_cache.pre_inputs(target, load_settings(target, {"reference": str(target)}), []) is None
-    assert verdict_cache.pre_inputs(target, load_settings(target, {"no_cache": True}), []) is None
+    assert verdict_cache.pre_inputs(target, load_settings(target, {"reference": str(target)}).lint, []) is None
+    assert verdict_cache.pre_inputs(target, load_settings(target, {"no_cache": True}).lint, []) is None

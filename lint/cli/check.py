@@ -115,7 +115,7 @@ def check_cmd(path: tuple[str, ...], **opts: Any) -> None:
 
 
 def _draft_with_many(opts: Options, paths: int) -> int:
-    given = Settings(**given_values(opts))
+    given = Settings.of(**given_values(opts)).lint
     check_draft_usage(given, paths)  # raises: a draft belongs to one target
     check_reference_usage(given, paths)  # raises: a reference is one checkpoint's source
     return EXIT_BAD_INPUT
@@ -134,11 +134,11 @@ def run_check(path: Path, opts: Options) -> int:
 def _check(path: Path, s: Settings) -> int:
     from ..engine.loader import load_rules
 
-    linted, result, notes = lint_with_policy(path, s, progress=progress_reporter(s.quiet))
+    linted, result, notes = lint_with_policy(path, s, progress=progress_reporter(s.output.quiet))
     for line in notes:
         click.echo(line, err=True)
     _report(path, s, linted, result, load_rules())
-    return exit_code(result, s.fail_on)
+    return exit_code(result, s.lint.fail_on)
 
 
 def _report(path: Path, s: Settings, linted: Any, result: Any, rules: dict[str, Any]) -> None:
@@ -147,17 +147,17 @@ def _report(path: Path, s: Settings, linted: Any, result: Any, rules: dict[str, 
     from ..reporters.github import write_step_summary
 
     checked = checked_report(str(path), s, linted, result)
-    full = s.full
+    full = s.output.full
     for fmt, out, color in output_targets(s):
         text = render(
             result,
             fmt,
             rules,
             color=color,
-            fail_on=s.fail_on,
+            fail_on=s.lint.fail_on,
             uri_prefix=checked.uri_prefix,
             full=full,
-            statistics=bool(s.statistics),
+            statistics=bool(s.output.statistics),
             modules=checked.modules,
         )
         emit(text, out, color)

@@ -89,8 +89,8 @@ def _settings(path: str, opts: Options, say: _Stderr, out: list[Settings | None]
     from ..pipeline.entry import usable_settings
 
     s = usable_settings(Path(path), opts, announce=False)
-    line = sources_line(s)
-    if line and not s.quiet:
+    line = sources_line(s.lint)
+    if line and not s.output.quiet:
         say(line)
     out.append(s)
     return 0
@@ -111,13 +111,13 @@ def _lint_one(path: str, s: Settings, out: list[Checked]) -> int:
     from ..pipeline.entry import exit_code, lint_with_policy
     from .output import checked_report
 
-    if not s.quiet:
+    if not s.output.quiet:
         click.echo(terminal_safe(f"mtplint: {path}"), err=True)
-    linted, result, notes = lint_with_policy(Path(path), s, progress=progress_reporter(s.quiet))
+    linted, result, notes = lint_with_policy(Path(path), s, progress=progress_reporter(s.output.quiet))
     for line in notes:
         click.echo(line, err=True)
     out.append(checked_report(path, s, linted, result))
-    return exit_code(result, s.fail_on)
+    return exit_code(result, s.lint.fail_on)
 
 
 def _report_set(entries: list[Entry], s: Settings) -> int:
@@ -129,9 +129,9 @@ def _report_set(entries: list[Entry], s: Settings) -> int:
     from .output import emit, output_targets
 
     rules = load_rules()
-    full = s.full
+    full = s.output.full
     for fmt, out, color in output_targets(s):
-        text = render_set(entries, fmt, rules, color=color, full=full, statistics=bool(s.statistics))
+        text = render_set(entries, fmt, rules, color=color, full=full, statistics=bool(s.output.statistics))
         emit(text, out, color)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         append_step_summary(step_summary_set(entries, rules))

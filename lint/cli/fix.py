@@ -64,15 +64,15 @@ def _fix(path: Path, s: Settings) -> int:
     from ..fixer.workdir import fix_lock, remove_leftovers
     from ..inventory.remote import hub_spec
 
-    only = parse_only(s.only)
+    only = parse_only(s.output.only)
     if hub_spec(path) is not None:  # never written in place: its files go to --out
         from .fix_remote import fix_remote
 
         return fix_remote(path, s, only)
-    if s.out:
+    if s.output.out:
         raise BadInput("--out is for a hub repository (hf://ORG/NAME); a local checkpoint is fixed in place")
     root = path.expanduser().absolute()
-    if s.dry_run or not root.is_dir():  # a missing directory is reported by the lint
+    if s.output.dry_run or not root.is_dir():  # a missing directory is reported by the lint
         return _lint_plan_apply(path, s, only)
     with fix_lock(root, lambda msg: click.echo(f"mtplint: {terminal_safe(msg)}", err=True)):
         removed = remove_leftovers(root)
@@ -85,7 +85,7 @@ def _fix(path: Path, s: Settings) -> int:
 def _lint_plan_apply(path: Path, s: Settings, only: list[str] | None) -> int:
     from ..fixer.pipeline import apply_checked, lint
 
-    say = progress_reporter(s.quiet)
+    say = progress_reporter(s.output.quiet)
     if say:
         say(f"linting {path}")
     before = lint(path, s, progress=say)

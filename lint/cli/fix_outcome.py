@@ -57,7 +57,7 @@ def report_outcome(outcome: Any, s: Settings) -> int:
     label = "re-lint" if kept else "lint"
     click.echo(f"{label}: {counts(outcome.final.findings)}")
     list_failing(outcome.final.findings, leaves, {k: v for c in kept for k, v in c.expects.items()})
-    remaining = [f for f in blocking(outcome.final.findings, s.fail_on) if f.id not in leaves]
+    remaining = [f for f in blocking(outcome.final.findings, s.lint.fail_on) if f.id not in leaves]
     return EXIT_FINDINGS if remaining or outcome.rolled_back else EXIT_OK
 
 
@@ -67,14 +67,14 @@ def plan_and_show(before: Any, s: Settings, only: list[str] | None) -> tuple[Any
     from ..fixer.pipeline import plan_fixes, render_all
 
     click.echo(f"lint: {counts(before.findings)}")
-    plans, changes, leaves, failing = plan_fixes(before, only, bool(s.drop_dead), s.fail_on)
+    plans, changes, leaves, failing = plan_fixes(before, only, bool(s.output.drop_dead), s.lint.fail_on)
     if not changes:
         click.echo("nothing to fix" + (" with " + ", ".join(only) if only else ""))
         list_failing(failing, leaves)
         return EXIT_FINDINGS if failing else EXIT_OK
     print_plan(plans)
     rendered = render_all(before.inventory.root, plans)  # a hub snapshot's files: read only
-    if s.dry_run:
+    if s.output.dry_run:
         print_dry_run(rendered, plans, failing, leaves)
         return EXIT_OK
     return plans, rendered, leaves, failing

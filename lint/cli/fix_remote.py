@@ -22,8 +22,8 @@ def fix_remote(path: Path, s: Settings, only: list[str] | None) -> int:
     from ..fixer.pipeline import apply_checked, lint
     from .fix_outcome import plan_and_show, report_outcome
 
-    out = s.out
-    if not out and not s.dry_run:
+    out = s.output.out
+    if not out and not s.output.dry_run:
         raise BadInput(
             "fixing a hub repository needs --out DIR: the changed files are written there, to upload "
             "as a pull request (the repository itself is never changed); or --dry-run to see the diff"

@@ -21,27 +21,27 @@ def checked_report(given: str, s: Settings, linted: Any, result: Any) -> Checked
     from ..reporters.modules import rows
     from ..reporters.report_set import Checked
 
-    formats = set(s.formats or ["text"])
-    full = s.full
+    formats = set(s.output.formats or ["text"])
+    full = s.output.full
     summary = bool(os.environ.get("GITHUB_STEP_SUMMARY"))
     modules = rows(linted.draft_modules(), result.findings) if full or summary else None
     # A hub repository's inputs path is hf://ORG/NAME@COMMIT: its files are named from there, not a repo root.
     # With --draft the files named are the draft's: its repository root, not the target's.
-    where = linted.origin or s.draft or given
-    uri_prefix = repo_prefix(where, s.repo_root) if {"sarif", "github"} & formats else ""
-    return Checked(given, result, uri_prefix, modules, s.fail_on)
+    where = linted.origin or s.lint.draft or given
+    uri_prefix = repo_prefix(where, s.output.repo_root) if {"sarif", "github"} & formats else ""
+    return Checked(given, result, uri_prefix, modules, s.lint.fail_on)
 
 
 def output_targets(s: Settings) -> list[tuple[str, Path | None, bool]]:
     """(format, file or None for stdout, colour) per --format."""
     from ..reporters.color import use_color
 
-    outputs = list(s.outputs)
+    outputs = list(s.output.outputs)
     targets = []
-    for i, fmt in enumerate(s.formats or ["text"]):
+    for i, fmt in enumerate(s.output.formats or ["text"]):
         out = outputs[i] if outputs else None
         to_stdout = out is None or str(out) == "-"
-        color = fmt == "text" and to_stdout and use_color(s.color or "auto", sys.stdout)
+        color = fmt == "text" and to_stdout and use_color(s.output.color or "auto", sys.stdout)
         targets.append((fmt, None if to_stdout else out, color))
     return targets
 

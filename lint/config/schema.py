@@ -130,17 +130,23 @@ def token_list(v: Any) -> Any:
     raise ValueError("a list of strings")
 
 
-def _setting(
-    default: Any, check: Check | None, scope: Scope = "command", key: str | None = None, *, output: bool = False
-) -> Any:
-    """A settings field. `key`: its spelling in a settings file (None: not settable from a file).
-    `output`: how findings are shown or acted on (format, verbosity, the fix's options), not which
-    findings a lint makes: left out of what a remembered verdict is keyed by (`lint_settings`)."""
-    return field(default=default, metadata={"check": check, "scope": scope, "key": key, "output": output})
+def _setting(default: Any, check: Check | None, scope: Scope = "command", key: str | None = None) -> Any:
+    """A settings field. `key`: its spelling in a settings file (None: not settable from a file)."""
+    return field(default=default, metadata={"check": check, "scope": scope, "key": key, "derived": False})
+
+
+def _derived(default: Any) -> Any:
+    """A field the loader derives from others (a serve command's reading, the files read): it
+    decides findings, but no caller gives it."""
+    return field(default=default, metadata={"check": None, "scope": "command", "key": None, "derived": True})
 
 
 @dataclass(frozen=True)
-class Settings:
+class LintSettings:
+    """What decides a lint's findings: the Python API's keywords and the key a remembered verdict
+    is stored under (Ruff's LinterSettings). How the findings are shown or acted on is not here
+    (OutputSettings), so `-v`, `--format json`, `-q` and `fix --dry-run` of one lint share it."""
+
     # The deployment linted: a checkpoint's own mtplint.toml may set these.
     num_speculative_tokens: int = _setting(1, int_in(1, 64), "checkpoint", "num-speculative-tokens")
     gpu: str | None = _setting(None, text, "checkpoint", "gpu")
@@ -170,51 +176,88 @@ class Settings:
     serve_command: tuple[str, ...] | None = _setting(None, token_list)
     no_cache: bool = _setting(False, flag)
     no_elision: bool = _setting(False, flag)
-    baseline: Path | None = _setting(None, optional_path, output=True)  # applied after the lint (policy)
-    write_baseline: Path | None = _setting(None, optional_path, output=True)
-    # How a report is shown (the CLI; the API renders on request).
-    formats: tuple[Format, ...] = _setting((), format_list, output=True)
-    outputs: tuple[Path, ...] = _setting((), path_list, output=True)
-    output_format: OutputFormat | None = _setting(None, one_of("concise", "full"), output=True)
-    verbose: bool = _setting(False, flag, output=True)
-    statistics: bool = _setting(False, flag, output=True)
-    color: ColorMode | None = _setting(None, one_of("auto", "always", "never"), output=True)
-    repo_root: Path | None = _setting(None, optional_path, output=True)
-    quiet: bool = _setting(False, flag, output=True)
-    debug: bool = _setting(False, flag, output=True)
-    # `mtplint fix`.
-    only: str | None = _setting(None, text, output=True)
-    dry_run: bool = _setting(False, flag, output=True)
-    drop_dead: bool = _setting(False, flag, output=True)
-    out: Path | None = _setting(None, optional_path, output=True)
     # Derived by the loader, never given.
-    serve_argv: tuple[str, ...] = _setting((), None)  # the serve command after `vllm serve`, for the probe
-    serve_model: str | None = _setting(None, None)  # its model as read here (the checkpoint linted)
-    serve_draft: str | None = _setting(None, None)  # its speculative model as written, where it names one
+    serve_argv: tuple[str, ...] = _derived(())  # the serve command after `vllm serve`, for the probe
+    serve_model: str | None = _derived(None)  # its model as read here (the checkpoint linted)
+    serve_draft: str | None = _derived(None)  # its speculative model as written, where it names one
     # Deployment options given on the command line beside a serve command: vLLM's reading must agree.
-    serve_pinned: tuple[tuple[str, Any], ...] = _setting((), None)
-    settings_files: tuple[dict[str, str], ...] = _setting((), None)  # {"path", "source"} per file read
+    serve_pinned: tuple[tuple[str, Any], ...] = _derived(())
+    settings_files: tuple[dict[str, str], ...] = _derived(())  # {"path", "source"} per file read
+
+    def replace(self, **changes: Any) -> LintSettings:
+        return dataclasses.replace(self, **changes)
+
+    def key(self) -> dict[str, Any]:
+        """Every field by name: what a remembered verdict is keyed by."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    """How a lint's findings are shown or acted on: the command line's (the API renders on request)."""
+
+    baseline: Path | None = _setting(None, optional_path)  # applied after the lint (policy)
+    write_baseline: Path | None = _setting(None, optional_path)
+    formats: tuple[Format, ...] = _setting((), format_list)
+    outputs: tuple[Path, ...] = _setting((), path_list)
+    output_format: OutputFormat | None = _setting(None, one_of("concise", "full"))
+    verbose: bool = _setting(False, flag)
+    statistics: bool = _setting(False, flag)
+    color: ColorMode | None = _setting(None, one_of("auto", "always", "never"))
+    repo_root: Path | None = _setting(None, optional_path)
+    quiet: bool = _setting(False, flag)
+    debug: bool = _setting(False, flag)
+    # `mtplint fix`.
+    only: str | None = _setting(None, text)
+    dry_run: bool = _setting(False, flag)
+    drop_dead: bool = _setting(False, flag)
+    out: Path | None = _setting(None, optional_path)
 
     @property
     def full(self) -> bool:
         """The text report with every finding's evidence (--output-format full, -v)."""
         return self.output_format == "full" or self.verbose
 
+
+LINT_FIELDS = frozenset(f.name for f in dataclasses.fields(LintSettings))
+OUTPUT_FIELDS = frozenset(f.name for f in dataclasses.fields(OutputSettings))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One run's settings: the lint's, and how its findings are shown or acted on."""
+
+    lint: LintSettings = field(default_factory=LintSettings)
+    output: OutputSettings = field(default_factory=OutputSettings)
+
+    @classmethod
+    def of(cls, **values: Any) -> Settings:
+        """Settings from field names of either part (TypeError on any other name)."""
+        unknown = sorted(set(values) - LINT_FIELDS - OUTPUT_FIELDS)
+        if unknown:
+            raise TypeError(f"not a setting: {', '.join(unknown)}")
+        return cls(
+            LintSettings(**{k: v for k, v in values.items() if k in LINT_FIELDS}),
+            OutputSettings(**{k: v for k, v in values.items() if k in OUTPUT_FIELDS}),
+        )
+
     def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
+        """These fields changed, in whichever part holds each."""
+        lint = {k: v for k, v in changes.items() if k in LINT_FIELDS}
+        output = {k: v for k, v in changes.items() if k in OUTPUT_FIELDS}
+        if len(lint) + len(output) != len(changes):
+            raise TypeError(f"not a setting: {', '.join(sorted(set(changes) - LINT_FIELDS - OUTPUT_FIELDS))}")
+        return Settings(
+            dataclasses.replace(self.lint, **lint) if lint else self.lint,
+            dataclasses.replace(self.output, **output) if output else self.output,
+        )
 
-    def lint_settings(self) -> dict[str, Any]:
-        """The settings that decide a lint's findings (every field not marked `output`): what a
-        remembered verdict is keyed by, so `-v`, `--format json`, `-q` and `fix --dry-run` of one
-        lint share it."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.metadata["output"]}
 
-
-FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+FIELDS = {f.name: f for f in (*dataclasses.fields(LintSettings), *dataclasses.fields(OutputSettings))}
 # A settings file's key -> the field it sets.
 FILE_KEYS = {f.metadata["key"]: name for name, f in FIELDS.items() if f.metadata["key"]}
 CHECKPOINT_KEYS = tuple(f.metadata["key"] for f in FIELDS.values() if f.metadata["scope"] == "checkpoint")
-DERIVED = frozenset({"serve_argv", "serve_model", "serve_draft", "serve_pinned", "settings_files"})
+DERIVED = frozenset(name for name, f in FIELDS.items() if f.metadata["derived"])
 # What a caller may give (the command line's options, the API's keywords): every field but the derived.
 GIVEN = frozenset(FIELDS) - DERIVED
 

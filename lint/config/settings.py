@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.errors import BadInput
 from ..core.regular_files import UnreadableFile, read_capped
-from .schema import CHECKPOINT_KEYS, FILE_KEYS, GIVEN, Settings, checked
+from .schema import CHECKPOINT_KEYS, FILE_KEYS, GIVEN, LintSettings, Settings, checked
 
 # gpu and sm name one thing (resolve() refuses both): a layer that sets either overrides both below it.
 _GPU_GROUP = ("gpu", "sm")
@@ -151,10 +151,10 @@ def load_settings(path: Path, options: Options) -> Settings:
     from . import serve_args
 
     values.update(serve_args.folded(values, given, path))
-    return Settings(**values)
+    return Settings.of(**values)
 
 
-def sources_line(s: Settings) -> str | None:
+def sources_line(s: LintSettings) -> str | None:
     """One line naming the settings files a run used, or None when it used none."""
     files = s.settings_files
     if not files:
@@ -168,7 +168,7 @@ def load_and_announce(path: Path, cli: Options) -> Settings:
     import click
 
     s = load_settings(path, cli)
-    line = sources_line(s)
-    if line and not s.quiet:
+    line = sources_line(s.lint)
+    if line and not s.output.quiet:
         click.echo(line, err=True)
     return s

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
-from .schema import Settings
+from .schema import LintSettings
 
 
-def check_settings(s: Settings, rule_codes: Iterable[str], rule_names: dict[str, str] | None = None) -> None:
+def check_settings(s: LintSettings, rule_codes: Iterable[str], rule_names: dict[str, str] | None = None) -> None:
     """Everything that can be judged without the checkpoint's probe: codes, timeout, kv dtype."""
     codes = sorted(rule_codes)
     for option, given in (("--select", s.select), ("--ignore", s.ignore)):
@@ -100,7 +100,7 @@ _FIND_VLLM = (
 )
 
 
-def check_kv_cache_dtype(s: Settings) -> None:
+def check_kv_cache_dtype(s: LintSettings) -> None:
     dtype = s.kv_cache_dtype
     if not dtype:
         return
@@ -117,7 +117,7 @@ def check_kv_cache_dtype(s: Settings) -> None:
     )
 
 
-def _probed_python(s: Settings) -> str | bool | None:
+def _probed_python(s: LintSettings) -> str | bool | None:
     """The interpreter the probe will run: --vllm-python, else mtplint's own (None) unless
     --vllm-commit / --vllm-source name an environment chosen later (False)."""
     from ..envs.resolve import interpreter_path

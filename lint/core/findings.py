@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from .probe_summary import ProbedVllm, ProbeSummary
 from .run_inputs import RunInputs
 
 # The closed sets of a finding (lint/reporters/report.schema.json enumerates the same).
@@ -76,9 +77,9 @@ class RunResult:
 
     findings: list[Finding]
     rules_evaluated: list[dict[str, Any]]  # [{code, name, severity, summary}]
-    vllm: dict[str, Any]  # {version, commit}
+    vllm: ProbedVllm
     inputs: RunInputs
-    probe: dict[str, Any] = field(default_factory=dict)  # {cached, seconds, ...}
+    probe: ProbeSummary | None = None  # None: no probe said how it ran
     # Set by mtplint.pipeline.policy after the checks: findings moved out of `findings` by the
     # project's [[suppress]] entries or a --baseline, suppressions that matched nothing, and
     # the baseline's state ({file, matched, changed, new, fixed}) when one was given.

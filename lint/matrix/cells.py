@@ -12,6 +12,7 @@ from typing import Any
 
 from ..config.schema import Settings
 from ..core.findings import SEVERITY_RANK, Finding
+from ..core.probe_summary import ProbedVllm
 from ..core.run_inputs import RunInputs
 
 # Axis name -> the settings key a single lint reads it from.
@@ -20,7 +21,7 @@ AXES = {"vllm": "vllm_commit", "n": "num_speculative_tokens", "gpu": "gpu", "tp"
 
 @dataclass
 class Cell:
-    vllm: dict[str, Any]
+    vllm: ProbedVllm
     inputs: RunInputs
     axes: dict[str, Any]  # this cell's value on each axis, as given
     findings: list[Finding] = field(default_factory=list)
@@ -216,11 +217,11 @@ def label(combo: dict[str, Any]) -> str:
 def cell_of(combo: dict[str, Any], linted: Any) -> Cell:
     result = linted.result()
     return Cell(
-        vllm=dict(result.vllm),
+        vllm=result.vllm,
         inputs=result.inputs,
         axes=combo,
         findings=list(result.findings),
-        cached=bool(result.probe.get("cached")),
+        cached=result.probe is not None and result.probe.cached,
     )
 
 
@@ -229,7 +230,7 @@ def works_on(cells: list[Cell], fail_on: str) -> str:
     the newest ones, else the list."""
     by_version: dict[str, bool] = {}
     for c in cells:
-        v = str(c.vllm.get("version"))
+        v = str(c.vllm.version)
         by_version[v] = by_version.get(v, True) and not c.codes(fail_on)
     ordered = sorted(by_version, key=version_key)
     good = [v for v in ordered if by_version[v]]

@@ -90,11 +90,11 @@ def _matrix(paths: list[Path], opts: Options) -> int:
         raise BadInput("--cluster: give a Ray address (auto, HOST:PORT or ray://HOST:PORT)")
     targets = [_target(path, opts) for path in paths]
     s = targets[0].settings
-    formats = list(s.formats or ["text"])
-    outputs = list(s.outputs)
+    formats = list(s.output.formats or ["text"])
+    outputs = list(s.output.outputs)
     if outputs and len(outputs) != len(formats):
         raise BadInput("give one --output per --format")
-    progress = progress_reporter(s.quiet)
+    progress = progress_reporter(s.output.quiet)
     if address is not None:
         from .cluster import run_on_cluster
 
@@ -108,14 +108,14 @@ def _matrix(paths: list[Path], opts: Options) -> int:
             prepare=provision,
         )
     for i, fmt in enumerate(formats):
-        text = RENDERERS[fmt](cells, s.fail_on)
+        text = RENDERERS[fmt](cells, s.lint.fail_on)
         out = outputs[i] if outputs else None
         if out is None or str(out) == "-":
             click.echo(text, nl=not text.endswith("\n"))
         else:
             out.write_text(text)
     worst = max((SEVERITY_RANK[f.severity] for c in cells for f in c.findings), default=-1)
-    return EXIT_FINDINGS if worst >= SEVERITY_RANK[s.fail_on] else EXIT_OK
+    return EXIT_FINDINGS if worst >= SEVERITY_RANK[s.lint.fail_on] else EXIT_OK
 
 
 def _target(path: Path, opts: Options) -> Any:
@@ -132,11 +132,11 @@ def _target(path: Path, opts: Options) -> Any:
         "tp": _list(opts.get("tp_axis"), int),
     }
     s = load_and_announce(path, {k: v for k, v in opts.items() if k not in _MATRIX_ONLY})
-    check_draft_usage(s, 1)
-    defaults = {"vllm": s.vllm_commit, "n": s.num_speculative_tokens, "gpu": s.gpu}
-    defaults["tp"] = s.tensor_parallel_size
+    check_draft_usage(s.lint, 1)
+    defaults = {"vllm": s.lint.vllm_commit, "n": s.lint.num_speculative_tokens, "gpu": s.lint.gpu}
+    defaults["tp"] = s.lint.tensor_parallel_size
     axes = {k: v or [defaults[k]] for k, v in axes_given.items()}
     if axes_given["gpu"]:
         s = s.replace(sm=None)  # a GPU axis replaces a --sm from the project file
-    inventory, s = read_once(path, s, progress_reporter(s.quiet))
+    inventory, s = read_once(path, s, progress_reporter(s.output.quiet))
     return Target(path, s, axes, inventory)

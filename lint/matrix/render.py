@@ -15,7 +15,7 @@ SCHEMA_ID = "mtplint/matrix/v1"
 
 def _vllm_label(c: Cell) -> str:
     v = c.vllm
-    return f"{v.get('version')}" + (f" ({v['commit']})" if v.get("commit") else "")
+    return f"{v.version}" + (f" ({v.commit})" if v.commit else "")
 
 
 def _column(c: Cell) -> str:
@@ -44,7 +44,7 @@ def render_text(cells: list[Cell], fail_on: str) -> str:
 
 
 def _table(cells: list[Cell], fail_on: str) -> str:
-    cells = sorted(cells, key=lambda c: version_key(c.vllm.get("version")))  # stable: columns keep their order
+    cells = sorted(cells, key=lambda c: version_key(c.vllm.version))  # stable: columns keep their order
     # Labels carry names from the command line and the probed vLLM: escaped per cell.
     rows = list(dict.fromkeys(terminal_safe(_vllm_label(c)) for c in cells))
     cols = list(dict.fromkeys(terminal_safe(_column(c)) for c in cells))
@@ -73,7 +73,7 @@ def build_json(cells: list[Cell], fail_on: str) -> dict[str, Any]:
         ],
         "cells": [
             {
-                "vllm": {"version": c.vllm.get("version"), "commit": c.vllm.get("commit")},
+                "vllm": {"version": c.vllm.version, "commit": c.vllm.commit},
                 "inputs": c.inputs.to_json(),
                 "findings": [f.to_dict() for f in c.findings],
                 "probe": {"cached": c.cached},

@@ -119,7 +119,7 @@ def write_baseline(file: Path, findings: list[Finding], result: RunResult) -> Ba
     doc = {
         "schema": SCHEMA,
         "mtplint": __version__,
-        "vllm": dict(result.vllm or {}),
+        "vllm": result.vllm.to_json(),
         "inputs": inputs,
         "findings": entries,
     }

@@ -16,13 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config.schema import Settings
+from ..config.schema import LintSettings
 from ..core.errors import BadInput
 from ..inventory.model import Inventory
 from . import spec_methods
 
 
-def check_usage(s: Settings, paths: int) -> None:
+def check_usage(s: LintSettings, paths: int) -> None:
     """Usage errors, before anything is read."""
     method = s.method
     if method and not s.draft and _needs_draft(method):
@@ -42,7 +42,7 @@ def _needs_draft(method: str) -> bool:
     return known and method not in spec_methods.EMBEDDED
 
 
-def load_draft(s: Settings, progress: Any = None) -> tuple[Inventory, str | None] | None:
+def load_draft(s: LintSettings, progress: Any = None) -> tuple[Inventory, str | None] | None:
     """The draft's inventory and the method asked for (None: vLLM resolves it); None without a draft."""
     from ..inventory.checkpoint import load_companion
 
@@ -54,7 +54,7 @@ def load_draft(s: Settings, progress: Any = None) -> tuple[Inventory, str | None
     return inventory, s.method
 
 
-def as_written(s: Settings) -> str | None:
+def as_written(s: LintSettings) -> str | None:
     """The draft's name as vLLM is given it (it picks the method from that text): the serve
     command's speculative model as written, else --draft, a hub draft as ORG/NAME."""
     if s.serve_draft:
@@ -64,7 +64,9 @@ def as_written(s: Settings) -> str | None:
     return s.draft.removeprefix("hf://").split("@", 1)[0] if s.draft.startswith("hf://") else s.draft
 
 
-def speculative_request(s: Settings, draft: tuple[Inventory, str | None] | None, python: str | None) -> dict[str, str]:
+def speculative_request(
+    s: LintSettings, draft: tuple[Inventory, str | None] | None, python: str | None
+) -> dict[str, str]:
     """The probe request's `speculative` field: {"model": NAME} (as written; vLLM resolves the
     method from it) and {"method": M} where one is given, for a separate draft; {"method": M}
     for an embedded drafter other than MTP; {} for the target's own MTP block. A given method

@@ -25,10 +25,10 @@ def usable_settings(path: Path, opts: Options, *, announce: bool = True) -> Sett
     check_timeout(opts.get("probe_timeout"))  # as given: the merged settings read a 0 as "not set"
     s = load_and_announce(path, opts) if announce else load_settings(path, opts)
     rules = load_rules()
-    check_settings(s, rules, {c: r.name for c, r in rules.items()})
-    check_draft_usage(s, 1)
-    check_reference_usage(s, 1)
-    check_outputs(list(s.formats or ["text"]), list(s.outputs))
+    check_settings(s.lint, rules, {c: r.name for c, r in rules.items()})
+    check_draft_usage(s.lint, 1)
+    check_reference_usage(s.lint, 1)
+    check_outputs(list(s.output.formats or ["text"]), list(s.output.outputs))
     return s
 
 
@@ -41,7 +41,7 @@ def lint_with_policy(path: Path, s: Settings, progress: Any = None) -> tuple[Any
     policy = Policy.from_settings(s)  # before the probe: an unreadable --baseline is exit 2 at once
     linted = lint(path, s, progress=progress)
     result = linted.result()
-    result.inputs = result.inputs.replace(settings_files=tuple(s.settings_files))
+    result.inputs = result.inputs.replace(settings_files=tuple(s.lint.settings_files))
     notes = policy.apply(result)  # [[suppress]] and --baseline: the findings left decide the exit code
     return linted, result, notes
 

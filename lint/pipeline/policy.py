@@ -58,11 +58,11 @@ class Policy:
 
     @classmethod
     def from_settings(cls, s: Settings) -> Policy:
-        write_to = Path(s.write_baseline) if s.write_baseline else None
+        write_to = Path(s.output.write_baseline) if s.output.write_baseline else None
         if write_to is not None:
             check_writable(write_to)
-        baseline = read_baseline(Path(s.baseline)) if s.baseline else None
-        return cls(tuple(s.suppress or ()), baseline, write_to, bool(s.quiet))
+        baseline = read_baseline(Path(s.output.baseline)) if s.output.baseline else None
+        return cls(tuple(s.lint.suppress or ()), baseline, write_to, bool(s.output.quiet))
 
     def apply(self, result: RunResult) -> list[str]:
         """Apply to `result` (findings left are the ones that count); returns the lines for

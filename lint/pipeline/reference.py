@@ -13,14 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config.schema import Settings
+from ..config.schema import LintSettings
 from ..core.errors import BadInput
 from ..inventory.model import Inventory
 
 _ROLE = "the --reference checkpoint"
 
 
-def check_usage(s: Settings, paths: int) -> None:
+def check_usage(s: LintSettings, paths: int) -> None:
     """Usage errors, before anything is read."""
     if not s.reference:
         return
@@ -32,7 +32,7 @@ def check_usage(s: Settings, paths: int) -> None:
         )
 
 
-def load_reference(s: Settings, progress: Any = None) -> Inventory | None:
+def load_reference(s: LintSettings, progress: Any = None) -> Inventory | None:
     """The reference's inventory; None without --reference. Unreadable, or without any MTP
     tensor (it cannot be the source of an MTP block): bad input naming it."""
     from ..inventory.checkpoint import load_companion

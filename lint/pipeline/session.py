@@ -4,14 +4,15 @@ inventory + probe report -> rule checks -> findings."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..config.schema import Settings
+from ..config.schema import LintSettings, Settings
 from ..core.errors import BadInput
 from ..core.findings import Finding, RunResult
 from ..core.gc_pause import gc_paused
+from ..core.probe_summary import ProbedVllm, ProbeSummary
 from ..core.progress import settle
 from ..core.run_inputs import RunInputs
 from ..envs.resolve import Target, interpreter_path, probe_target
@@ -42,8 +43,8 @@ class Linted:
     evaluated: list[dict[str, Any]]  # [{code, name, severity, summary}] of the rules run
     inputs: RunInputs
     request: Any
-    vllm: dict[str, Any]  # {version, commit}
-    probe: dict[str, Any]  # {cached, seconds}
+    vllm: ProbedVllm
+    probe: ProbeSummary
     # The PATH's own inventory where it is not the one linted (--draft: the target's).
     path_inventory: Inventory | None = None
     origin: str | None = None  # the linted checkpoint's hf://ORG/NAME@COMMIT, None when local
@@ -82,9 +83,9 @@ class Linted:
         return RunResult(
             findings=self.findings,
             rules_evaluated=list(self.evaluated),
-            vllm=dict(self.vllm),
+            vllm=self.vllm,
             inputs=self.inputs,
-            probe=dict(self.probe),
+            probe=self.probe,
         )
 
 
@@ -108,15 +109,25 @@ def lint(
     # of them (DSV4-Flash cached lint: a third of its CPU time).
     try:
         with gc_paused():
-            return _lint(path, s, patches=patches, fresh=fresh, progress=progress, inventory=inventory, recall=True)
+            return _lint(
+                path,
+                s.lint,
+                quiet=s.output.quiet,
+                patches=patches,
+                fresh=fresh,
+                progress=progress,
+                inventory=inventory,
+                recall=True,
+            )
     finally:
         settle()  # what follows (a report, an error, the next step) starts on a clean line
 
 
 def _lint(
     path: Path,
-    s: Settings,
+    s: LintSettings,
     *,
+    quiet: bool,
     patches: list[str] | None,
     fresh: bool,
     progress: Callable[[str], None] | None,
@@ -131,12 +142,12 @@ def _lint(
     remembered = verdict_cache.candidate(pre) if pre is not None else None
     if remembered is None:
         inventory = _read_checked(path, progress, inventory)
-    prep = _prepare(s, gpu, patches, memory_limit, progress)
+    prep = _prepare(s, gpu, patches, memory_limit, progress, quiet)
     full = verdict_cache.full_inputs(pre, prep.identity, prep.request.key_fields()) if pre is not None else None
     if remembered is not None and full is not None:
         hit = verdict_cache.recall(remembered, full)
         if hit is not None:
-            return _recalled(hit, path, s, patches, prep.request, progress)
+            return _recalled(hit, path, s, quiet, patches, prep.request, progress)
         # Same checkpoint and settings, another vLLM: its config passed these checks before.
         inventory = _read_checked(path, progress, None)
     assert inventory is not None
@@ -168,7 +179,7 @@ class _Prepared:
     request: ProbeRequest
 
 
-def _checked_settings(s: Settings, patches: list[str] | None) -> tuple[Any, list[str], Any]:
+def _checked_settings(s: LintSettings, patches: list[str] | None) -> tuple[Any, list[str], Any]:
     """(GPU, patch ids, probe memory limit): settings that are exit 2 before anything is read."""
     gpu = resolve(s.gpu, s.sm)
     patches = list(s.patches if patches is None else patches)
@@ -181,7 +192,12 @@ def _checked_settings(s: Settings, patches: list[str] | None) -> tuple[Any, list
 
 
 def _prepare(
-    s: Settings, gpu: Any, patches: list[str], memory_limit: Any, progress: Callable[[str], None] | None
+    s: LintSettings,
+    gpu: Any,
+    patches: list[str],
+    memory_limit: Any,
+    progress: Callable[[str], None] | None,
+    quiet: bool,
 ) -> _Prepared:
     """The draft and the reference read, the probed vLLM found (provisioned on first use) and
     checked against what was asked of it, and the probe request."""
@@ -190,7 +206,7 @@ def _prepare(
         check_config(draft[0])  # the draft's bad values name its own config.json
     # Header-only and never probed: vLLM does not see it, so the probe cache key need not either.
     reference = load_reference(s, _header_progress(Path(s.reference or ""), progress))
-    target = _probe_target(s)  # provisions --vllm-commit X on first use
+    target = _probe_target(s, quiet)  # provisions --vllm-commit X on first use
     identity = vllm_identity(target.python)
     check_vllm_commit(target.wanted, identity)
     if identity.get("version") is None:
@@ -205,7 +221,8 @@ def _prepare(
 def _recalled(
     hit: Any,
     path: Path,
-    s: Settings,
+    s: LintSettings,
+    quiet: bool,
     patches: list[str],
     request: ProbeRequest,
     progress: Callable[[str], None] | None,
@@ -222,16 +239,18 @@ def _recalled(
         hit.inputs,
         request,
         vllm=hit.vllm,
-        probe={**hit.probe, "cached": True},
+        probe=replace(hit.probe, cached=True),
         origin=hit.origin,
-        _relint=lambda: _lint(path, s, patches=patches, fresh=False, progress=None, inventory=None, recall=False),
+        _relint=lambda: _lint(
+            path, s, quiet=quiet, patches=patches, fresh=False, progress=None, inventory=None, recall=False
+        ),
         remembered_modules=hit.modules,
     )
 
 
 def _probe_and_conclude(
     path: Path,
-    s: Settings,
+    s: LintSettings,
     inventory: Inventory,
     prep: _Prepared,
     fresh: bool,
@@ -258,16 +277,12 @@ def _probe_and_conclude(
         patches=tuple(request.patches),
     )
     linted = conclude(path, inventory, report, request, s, inputs, draft=prep.draft, reference=prep.reference)
-    linted.vllm.update(_libraries(prep.identity))
+    # What the probed interpreter holds beside vLLM (each environment's own pins): for the report.
+    linted.vllm = replace(linted.vllm, libraries=dict(prep.identity.get("libraries") or {}))
     return linted
 
 
-def _libraries(identity: dict[str, Any]) -> dict[str, Any]:
-    """What the probed interpreter holds beside vLLM (each environment's own pins): for the report."""
-    return {"libraries": dict(identity["libraries"])} if identity.get("libraries") else {}
-
-
-def check_pinned(s: Settings, report: ProbeReport) -> None:
+def check_pinned(s: LintSettings, report: ProbeReport) -> None:
     """mtplint's own deployment options given beside a serve command must be what vLLM reads
     from the command (its flags win over them): otherwise the lint would answer another question."""
     if not s.serve_pinned or report.serve_args_rejected:
@@ -302,7 +317,7 @@ def _check_patch_ranges(patches: list[str], version: str) -> None:
 
 
 def _request(
-    s: Settings,
+    s: LintSettings,
     gpu: Any,
     patches: list[str],
     python: str | None,
@@ -347,7 +362,7 @@ def conclude(
     inventory: Inventory,
     report: ProbeReport,
     request: Any,
-    s: Settings,
+    s: LintSettings,
     inputs: RunInputs,
     *,
     draft: tuple[Inventory, str | None] | None,
@@ -372,8 +387,8 @@ def conclude(
         rules,
         inputs,
         request,
-        vllm={"version": report.vllm.version, "commit": report.vllm.commit},
-        probe={"cached": report.cached, "seconds": round(report.seconds, 2)},
+        vllm=ProbedVllm(report.vllm.version, report.vllm.commit),
+        probe=ProbeSummary(report.cached, round(report.seconds, 2)),
         path_inventory=target_inventory,
         origin=inventory.origin,
     )
@@ -387,10 +402,10 @@ def read_once(path: Path, s: Settings, progress: Callable[[str], None] | None = 
 
     inventory = load_inventory(path, _header_progress(path, progress))
     check_config(inventory)
-    draft = load_draft(s, _header_progress(Path(s.draft or ""), progress))
+    draft = load_draft(s.lint, _header_progress(Path(s.lint.draft or ""), progress))
     if draft:
         check_config(draft[0])
-        s = s.replace(draft=draft[0].origin or s.draft)
+        s = s.replace(draft=draft[0].origin or s.lint.draft)
     return inventory, s
 
 
@@ -398,13 +413,12 @@ def provision(s: Settings) -> None:
     """Provision (or find) the probe environment a lint with these settings probes. A matrix
     calls it for each vLLM before its cells run side by side: two lints must never install
     one environment at the same time."""
-    _probe_target(s)
+    _probe_target(s.lint, s.output.quiet)
 
 
-def _probe_target(s: Settings) -> Target:
-
+def _probe_target(s: LintSettings, quiet: bool) -> Target:
     return probe_target(
-        interpreter_path(s.vllm_python), vllm_commit=s.vllm_commit, vllm_source=s.vllm_source, quiet=bool(s.quiet)
+        interpreter_path(s.vllm_python), vllm_commit=s.vllm_commit, vllm_source=s.vllm_source, quiet=quiet
     )
 
 
@@ -432,7 +446,7 @@ def judge(
     report: ProbeReport,
     inputs: RunInputs,
     request: Any,
-    s: Settings,
+    s: LintSettings,
     *,
     reference: Inventory | None = None,
 ) -> tuple[list[Finding], list[Any]]:

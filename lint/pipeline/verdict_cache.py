@@ -25,10 +25,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..config.schema import Settings
+from ..config.schema import LintSettings
 from ..core.cache_dirs import cache_root, read_entry, write_entry
 from ..core.errors import BadInput
 from ..core.findings import Finding, Fixes, Location
+from ..core.probe_summary import ProbedVllm, ProbeSummary
 from ..core.run_inputs import RunInputs
 from ..core.source_digest import tree_digest
 from ..core.versions import __version__
@@ -45,14 +46,14 @@ class Remembered:
     findings: list[Finding]
     evaluated: list[dict[str, Any]]
     inputs: RunInputs
-    vllm: dict[str, Any]
-    probe: dict[str, Any]
+    vllm: ProbedVllm
+    probe: ProbeSummary
     origin: str | None
     counts: tuple[int, int]  # tensors, shards: the progress line a full lint prints
     modules: list[DraftModule] | None = None  # the draft's module table (-v) without the probe report
 
 
-def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | None:
+def pre_inputs(path: Path, s: LintSettings, patches: list[str]) -> dict[str, Any] | None:
     """The part of a remembered lint's inputs known before vLLM is asked anything; None where
     the lint is not remembered."""
     from ..inventory import memo
@@ -86,7 +87,7 @@ def pre_inputs(path: Path, s: Settings, patches: list[str]) -> dict[str, Any] | 
             "staged": staged,
             "fix_leftovers": LocalShards(path).fix_leftovers(),
             "draft_fix_leftovers": draft_leftovers,
-            "settings": s.lint_settings(),
+            "settings": s.key(),
             "patches": list(patches),
         }
     )
@@ -153,8 +154,8 @@ def store(
     findings: list[Finding],
     evaluated: list[dict[str, Any]],
     inputs: RunInputs,
-    vllm: dict[str, Any],
-    probe: dict[str, Any],
+    vllm: ProbedVllm,
+    probe: ProbeSummary,
     origin: str | None,
     counts: tuple[int, int],
     modules: list[DraftModule],
@@ -165,8 +166,8 @@ def store(
         "findings": [dataclasses.asdict(f) for f in findings],
         "evaluated": evaluated,
         "inputs": inputs.to_json(),
-        "vllm": vllm,
-        "probe": probe,
+        "vllm": vllm.to_json(),
+        "probe": probe.to_json(),
         "origin": origin,
         "counts": list(counts),
         "modules": [m.to_json() for m in modules],
@@ -194,8 +195,8 @@ def _decode(payload: dict[str, Any]) -> Remembered:
         findings=findings,
         evaluated=list(payload["evaluated"]),
         inputs=RunInputs.from_json(payload["inputs"]),
-        vllm=dict(payload["vllm"]),
-        probe=dict(payload["probe"]),
+        vllm=ProbedVllm.from_json(payload["vllm"]),
+        probe=ProbeSummary.from_json(payload["probe"]),
         origin=payload["origin"],
         counts=(int(tensors), int(shards)),
         modules=[DraftModule.from_json(m) for m in payload["modules"]] if "modules" in payload else None,

@@ -86,11 +86,11 @@ def short_commit(commit: str | None) -> str:
 
 
 def vllm_text(result: RunResult) -> str:
-    version = (result.vllm or {}).get("version")
+    version = result.vllm.version
     if not version:
         return "vLLM not probed"
-    text = f"probed vLLM {version} ({short_commit(result.vllm.get('commit'))})"
-    if (result.probe or {}).get("cached"):
+    text = f"probed vLLM {version} ({short_commit(result.vllm.commit)})"
+    if result.probe is not None and result.probe.cached:
         text += ", cached"
     return text
 
@@ -98,14 +98,14 @@ def vllm_text(result: RunResult) -> str:
 def libraries_text(result: RunResult) -> str | None:
     """The probed interpreter's transformers and compressed-tensors (the environment's own pins)
     and its torch (the CPU build every environment shares); None when no probe said."""
-    libraries = (result.vllm or {}).get("libraries") or {}
+    libraries = result.vllm.libraries
     if not libraries:
         return None
     named = [f"{n} {libraries[n]}" for n in ("transformers", "compressed-tensors") if n in libraries]
     torch = (
         f"; torch {libraries['torch']} (the shared CPU build, not the release's pin)" if "torch" in libraries else ""
     )
-    return f"vLLM {result.vllm.get('version')} probed with {', '.join(named) or 'no transformers'}{torch}"
+    return f"vLLM {result.vllm.version} probed with {', '.join(named) or 'no transformers'}{torch}"
 
 
 def plural(n: int, word: str) -> str:

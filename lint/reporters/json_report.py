@@ -26,19 +26,19 @@ def build_report(result: RunResult) -> dict[str, Any]:
     report: dict[str, Any] = {
         "schema": SCHEMA_ID,
         "mtplint": __version__,
-        "vllm": {"version": (result.vllm or {}).get("version"), "commit": (result.vllm or {}).get("commit")},
+        "vllm": {"version": result.vllm.version, "commit": result.vllm.commit},
         "inputs": result.inputs.to_json(),
         "findings": [f.to_dict() for f in result.findings],
         "rules_evaluated": [dict(r) for r in result.rules_evaluated],
         "summary": severity_counts(result.findings),
     }
-    libraries = (result.vllm or {}).get("libraries")
+    libraries = result.vllm.libraries
     if libraries:
         report["vllm"]["libraries"] = dict(libraries)
         # Every probe environment runs the interpreter's CPU torch, not the CUDA torch the release pins.
         report["vllm"]["shared"] = [n for n in SHARED_LIBRARIES if n in libraries]
-    if result.probe:
-        report["probe"] = dict(result.probe)
+    if result.probe is not None:
+        report["probe"] = result.probe.to_json()
     # Findings the project accepted ([[suppress]] or --baseline) and the state of both; the
     # summary above counts only `findings`, the ones that decide the exit code.
     if result.suppressed:

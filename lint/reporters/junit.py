@@ -37,8 +37,8 @@ def build_suite(result: RunResult, *, fail_on: str = "error", label: str | None 
     ]
     props = {
         "mtplint.version": __version__,
-        "vllm.version": (result.vllm or {}).get("version"),
-        "vllm.commit": (result.vllm or {}).get("commit"),
+        "vllm.version": result.vllm.version,
+        "vllm.commit": result.vllm.commit,
         **{f"input.{k}": v for k, v in result.inputs.to_json().items()},
     }
     return TestSuite(

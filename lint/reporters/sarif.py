@@ -66,7 +66,7 @@ def build_sarif(
         "automationDetails": {"id": automation_id(result)},
         "columnKind": "unicodeCodePoints",
         **({"invocations": [unused_suppressions_invocation(result)]} if result.unused_suppressions else {}),
-        "properties": _plain({"vllm": result.vllm or {}, "inputs": result.inputs.to_json()}),
+        "properties": _plain({"vllm": result.vllm.to_json(), "inputs": result.inputs.to_json()}),
     }
     return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 
@@ -168,14 +168,14 @@ def automation_id(result: RunResult, checkpoint: str | None = None) -> str:
     TP sizes or vLLM releases keep their own alerts instead of closing each other's.
     checkpoint: several checkpoints in one log (`mtplint check A B`) each get a `ckpt=` part,
     since code scanning refuses a file with two runs of one tool in one category."""
-    inputs, vllm = result.inputs, result.vllm or {}
+    inputs = result.inputs
     parts = [
         ("ckpt", checkpoint),
         ("gpu", inputs.gpu),
         ("tp", inputs.tensor_parallel_size),
         ("pp", inputs.pipeline_parallel_size if (inputs.pipeline_parallel_size or 1) > 1 else None),
         ("n", inputs.num_speculative_tokens),
-        ("vllm", vllm.get("version")),
+        ("vllm", result.vllm.version),
     ]
     # A value is one path segment: a slash or space in it would move the category boundary.
     shown = [f"{k}={str(v).replace('/', '_').replace(' ', '_')}" for k, v in parts if v is not None]

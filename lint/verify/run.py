@@ -81,8 +81,8 @@ def _lint(path: Path, opts: Options) -> tuple[Any, Any, dict[str, Any], str]:
     s = usable_settings(path, settings_options(opts), announce=False)
     linted, result, notes = lint_with_policy(path, s)
     base = {f: getattr(result, f) for f in RunResult.__dataclass_fields__}
-    report = Report(**base, exit_code=exit_code(result, s.fail_on), fail_on=s.fail_on, notes=notes)
-    text = render(result, "text", load_rules(), color=False, fail_on=s.fail_on)
+    report = Report(**base, exit_code=exit_code(result, s.lint.fail_on), fail_on=s.lint.fail_on, notes=notes)
+    text = render(result, "text", load_rules(), color=False, fail_on=s.lint.fail_on)
     return linted, result, report.to_dict(), text
 
 
