@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from recorded_cases import recorded_report
-
-from fixtures import tokenizer
-from fixtures.build import cached_build
 from mtplint.core.run_inputs import RunInputs
 from mtplint.engine.evaluate import evaluate
 from mtplint.inventory.checkpoint import load_inventory
 from mtplint.inventory.tokenizer import read_tokenizer
+from recorded_cases import recorded_report
+
+from fixtures import tokenizer
+from fixtures.build import cached_build
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "real-checkpoints"
 TARGET = "llama31-8b-instruct-fp8-dynamic"
@@ -143,5 +142,4 @@ def test_local_target_name_is_not_compared(tmp_path):
     """A local target's hub name is unknown: a verifier naming a hub id is not a mismatch."""
     config = json.loads(cached_build(DRAFT).joinpath("config.json").read_text())
     config["speculators_config"] = {"verifier": {"name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}}
-    shutil.rmtree(tmp_path, ignore_errors=True)
     assert _lint(tmp_path, draft_config=config) == []
