@@ -6,8 +6,9 @@ The proposer hands a drafter that shares the target's positional space (EAGLE, E
 DSpark) the target's positions, while get_rope sizes the draft's cos_sin_cache from its own
 max_position_embeddings. vLLM raises the draft's value to the target's max_model_len itself
 (SpeculativeConfig._maybe_override_draft_max_position_embeddings): for eagle/eagle3 since #49343
-(present in 0.27.1 and 0.29.0), for every method but draft_model since #57964 (0.33.0). A
-release without it leaves the value as shipped, and the probe records that."""
+(merged after 0.25.1: from 0.26.0; read in the 0.27.1 and 0.29.0 sources), for every method but
+draft_model in 0.33.0 (#57941). A release without it leaves the value as shipped, and the probe
+records that."""
 
 from __future__ import annotations
 
