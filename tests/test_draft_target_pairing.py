@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -73,11 +74,27 @@ def test_tokenizer_read_from_fast_and_slow_files(tmp_path):
     assert read_tokenizer(_write(tmp_path / "none", {})) is None
 
 
+def _recipe_files(name: str) -> dict[str, str]:
+    return tomllib.loads((Path(__file__).parent.parent / "fixtures" / "recipes" / f"{name}.toml").read_text())["files"]
+
+
 def test_ids_naming_other_tokens_are_an_error(tmp_path):
-    (f,) = _lint(tmp_path, draft_files=tokenizer.files("qwen3_next"), target_files=tokenizer.files("llama31"))
+    foreign = _recipe_files("eagle3-llama31-8b-foreign-tokenizer")  # Qwen's, its words at other ids
+    (f,) = _lint(tmp_path, draft_files=foreign, target_files=tokenizer.files("llama31"))
     assert (f.severity, f.basis, f.location.file) == ("error", "files", "tokenizer.json")
-    assert "id 16 is '<|endoftext|>' to the draft, '<|begin_of_text|>' to the target" in f.message
+    assert "22 of the 24 token ids both vocabularies hold name different tokens (id 1 is '!' to the draft" in f.message
     assert "compares only vocab_size, and only for method draft_model" in f.message
+
+
+def test_added_tokens_renamed_alone_are_a_warning(tmp_path):
+    """Llama-3 -> 3.1 renamed reserved special tokens (128008 `<|reserved_special_token_4|>` ->
+    `<|eom_id|>`): the ordinary vocabulary agrees, so not an error."""
+    llama = tokenizer.files("llama31")
+    renamed = llama["tokenizer.json"].replace("<|eom_id|>", "<|reserved_special_token_4|>")
+    (f,) = _lint(tmp_path, draft_files={**llama, "tokenizer.json": renamed}, target_files=llama)
+    assert f.severity == "warning"
+    assert "1 added-token ids (special or reserved) name different tokens" in f.message
+    assert "'<|reserved_special_token_4|>' to the draft, '<|eom_id|>' to the target" in f.message
 
 
 def test_the_same_vocabulary_in_another_format_is_silent(tmp_path):

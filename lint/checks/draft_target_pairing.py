@@ -81,37 +81,14 @@ def _vocabulary(draft: _Side, target: _Side, checks: str) -> list[Hit]:
         d_ids, t_ids = d.by_id, t.by_id
         shared = sorted(set(d_ids) & set(t_ids))
         differ = [i for i in shared if d_ids[i] != t_ids[i]]
+        # Ids that are added tokens on both sides (chat and tool markers, reserved slots renamed
+        # between releases, e.g. Llama-3 -> 3.1) leave ordinary text ids meaning the same.
+        regular = [i for i in differ if not (i in d.added and i in t.added)]
         if differ:
-            quoted = ", ".join(
-                f"id {i} is {d_ids[i]!r} to the draft, {t_ids[i]!r} to the target" for i in differ[:_EXAMPLES]
-            )
-            hits.append(
-                Hit(
-                    key="vocabulary",
-                    fields={
-                        "what": "the draft's tokenizer",
-                        "problem": (
-                            f"{len(differ):,} of the {len(shared):,} token ids both vocabularies hold name different "
-                            f"tokens ({quoted}): the draft proposes ids the target reads as other tokens, so drafts "
-                            "are rejected (near-zero acceptance) or, where a mapped id is accepted, the output is "
-                            "not what the draft meant (sglang #24051, #23838)"
-                        ),
-                        "vllm_checks": checks,
-                    },
-                    location=_location(draft),
-                    evidence={
-                        "differing_ids": len(differ),
-                        "shared_ids": len(shared),
-                        "first_differing": [
-                            {"id": i, "draft": d_ids[i], "target": t_ids[i]} for i in differ[:_EXAMPLES]
-                        ],
-                        "draft_files": list(d.files),
-                        "target_files": list(t.files),
-                    },
-                    basis="files",
-                )
-            )
-            return hits
+            ordered = regular + [i for i in differ if i not in set(regular)]  # quote ordinary text first
+            hits.append(_id_mismatch(d_ids, t_ids, shared, ordered, bool(regular), draft, d, t, checks))
+            if regular:
+                return hits
         roles = [
             (role, d.special_id(role), t.special_id(role))
             for role in SPECIAL_ROLES
@@ -157,6 +134,47 @@ def _vocabulary(draft: _Side, target: _Side, checks: str) -> list[Hit]:
                 )
             )
     return hits
+
+
+def _id_mismatch(
+    d_ids: dict[int, str],
+    t_ids: dict[int, str],
+    shared: list[int],
+    differ: list[int],
+    regular: bool,
+    draft: _Side,
+    d: Tokenizer,
+    t: Tokenizer,
+    checks: str,
+) -> Hit:
+    quoted = ", ".join(f"id {i} is {d_ids[i]!r} to the draft, {t_ids[i]!r} to the target" for i in differ[:_EXAMPLES])
+    if regular:
+        problem = (
+            f"{len(differ):,} of the {len(shared):,} token ids both vocabularies hold name different tokens "
+            f"({quoted}): the draft proposes ids the target reads as other tokens, so drafts are rejected "
+            "(near-zero acceptance) or, where a mapped id is accepted, the output is not what the draft meant "
+            "(sglang #24051, #23838)"
+        )
+    else:
+        problem = (
+            f"{len(differ):,} added-token ids (special or reserved) name different tokens ({quoted}); the "
+            "ordinary vocabulary agrees id for id: the draft was trained where those ids meant other markers, "
+            "so its proposals around them are rejected"
+        )
+    return Hit(
+        key="vocabulary" if regular else "added-tokens",
+        fields={"what": "the draft's tokenizer", "problem": problem, "vllm_checks": checks},
+        location=_location(draft),
+        evidence={
+            "differing_ids": len(differ),
+            "shared_ids": len(shared),
+            "first_differing": [{"id": i, "draft": d_ids[i], "target": t_ids[i]} for i in differ[:_EXAMPLES]],
+            "draft_files": list(d.files),
+            "target_files": list(t.files),
+        },
+        severity=None if regular else "warning",
+        basis="files",
+    )
 
 
 def _warning(key: str, what: str, problem: str, checks: str, location: Location, evidence: dict[str, Any]) -> Hit:

@@ -33,6 +33,8 @@ class Tokenizer:
     # Files compared by their bytes (sentencepiece, tiktoken): name -> sha256.
     opaque: dict[str, str] = field(default_factory=dict)
     unreadable: tuple[str, ...] = ()  # files that could not be parsed (named in evidence)
+    # Ids of added tokens (special markers, reserved slots) rather than the model's own vocabulary.
+    added: frozenset[int] = frozenset()
 
     def special_id(self, role: str) -> int | None:
         token = self.special.get(role)
@@ -51,6 +53,7 @@ def read_tokenizer(root: Path) -> Tokenizer | None:
     files = _Files(root, names)
     vocab, merges = _vocab_and_merges(files)
     special: dict[str, str] = {}
+    added = set(_added_ids(files))
     for name in ("special_tokens_map.json", "tokenizer_config.json"):  # the config's own entries win
         data = files.json(name)
         if isinstance(data, dict):
@@ -58,6 +61,9 @@ def read_tokenizer(root: Path) -> Tokenizer | None:
                 token = _token_text(data.get(f"{role}_token"))
                 if token is not None:
                     special[role] = token
+            decoder = data.get("added_tokens_decoder")
+            if isinstance(decoder, dict):
+                added.update(int(k) for k in decoder if isinstance(k, str) and k.isdigit())
     opaque = {}
     for name in names:
         if name in ("tokenizer.model", "tekken.json") or name.endswith(".tiktoken"):
@@ -65,7 +71,7 @@ def read_tokenizer(root: Path) -> Tokenizer | None:
             if raw is not None:
                 opaque[name] = hashlib.sha256(raw).hexdigest()
     digest = hashlib.sha256(json.dumps(merges, ensure_ascii=False).encode()).hexdigest() if merges else None
-    return Tokenizer(tuple(names), vocab, digest, special, opaque, tuple(files.unreadable))
+    return Tokenizer(tuple(names), vocab, digest, special, opaque, tuple(files.unreadable), frozenset(added))
 
 
 class _Files:
@@ -74,6 +80,7 @@ class _Files:
     def __init__(self, root: Path, names: list[str]):
         self.root, self.names = root, names
         self.unreadable: list[str] = []
+        self._parsed: dict[str, Any] = {}  # a tokenizer.json is megabytes: parsed once
 
     def raw(self, name: str) -> bytes | None:
         if name not in self.names:
@@ -85,12 +92,16 @@ class _Files:
             return None
 
     def json(self, name: str) -> Any:
+        if name in self._parsed:
+            return self._parsed[name]
         raw = self.raw(name)
         try:
-            return None if raw is None else json.loads(raw)
+            value = None if raw is None else json.loads(raw)
         except ValueError:
             self.unreadable.append(name)
-            return None
+            value = None
+        self._parsed[name] = value
+        return value
 
     def lines(self, name: str) -> list[str] | None:
         raw = self.raw(name)
@@ -99,6 +110,17 @@ class _Files:
         except UnicodeDecodeError:
             self.unreadable.append(name)
             return None
+
+
+def _added_ids(files: _Files) -> list[int]:
+    fast = files.json("tokenizer.json")
+    out = []
+    if isinstance(fast, dict):
+        out += [t["id"] for t in fast.get("added_tokens") or [] if isinstance(t, dict) and isinstance(t.get("id"), int)]
+    slow = files.json("added_tokens.json")
+    if isinstance(slow, dict):
+        out += [i for i in slow.values() if isinstance(i, int)]
+    return out
 
 
 def _vocab_and_merges(files: _Files) -> tuple[dict[str, int] | None, list[Any] | None]:
