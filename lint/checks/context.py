@@ -61,10 +61,17 @@ class Hit:
 
 class Context(ReportView):
     def __init__(
-        self, inventory: Inventory, report: ProbeReport, inputs: RunInputs, reference: Inventory | None = None
+        self,
+        inventory: Inventory,
+        report: ProbeReport,
+        inputs: RunInputs,
+        reference: Inventory | None = None,
+        target: Inventory | None = None,
     ):
         super().__init__(inventory, report, reference)
         self.inputs = inputs  # what this lint checked, under which serving settings
+        # With a separate draft (the inventory linted): its target's inventory, else None.
+        self.target = target
         # Filled by the engine from earlier rules' hits: evidence they claimed, and the
         # finding id standing for each cause (the first registered wins).
         self._claimed: set[tuple[str, str, str | None]] = set()

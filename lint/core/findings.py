@@ -11,8 +11,9 @@ from .run_inputs import RunInputs
 # The closed sets of a finding (lint/reporters/report.schema.json enumerates the same).
 Severity = Literal["error", "warning", "info"]
 # "probe": vLLM itself produced the evidence; "knowledge": a hand-written table did, where the
-# probe cannot reach (the forward pass); "reference": a comparison with the source checkpoint.
-Basis = Literal["probe", "knowledge", "reference"]
+# probe cannot reach (the forward pass); "reference": a comparison with the source checkpoint;
+# "files": the checkpoints' small files, at a step vLLM does not check (a draft's tokenizer).
+Basis = Literal["probe", "knowledge", "reference", "files"]
 SuppressionKind = Literal["config", "baseline"]  # a [[suppress]] entry, or --baseline
 
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")

@@ -45,14 +45,16 @@ def evaluate(
     ignore: list[str] | None = None,
     recommend: Recommend | None = None,
     reference: Inventory | None = None,
+    target: Inventory | None = None,
 ) -> tuple[list[Finding], list[Rule]]:
     """Run the selected rules' checks over one probe report (or its JSON form, validated).
-    reference: the source checkpoint's inventory (--reference), for the rules that compare with it."""
+    reference: the source checkpoint's inventory (--reference), for the rules that compare with it.
+    target: a separate draft's target's inventory (the inventory is the draft's)."""
     rules = load_rules()
     checks = load_all()
     if not isinstance(report, ProbeReport):
         report = ProbeReport.from_json(dict(report))
-    ctx = Context(inventory, report, inputs, reference=reference)
+    ctx = Context(inventory, report, inputs, reference=reference, target=target)
     findings: list[Finding] = []
     evaluated = selected(rules, select, ignore)
     architecture = ctx.target_architecture

@@ -378,7 +378,9 @@ def conclude(
         # The method vLLM resolved (the probe records it), else the one asked for.
         method = (report.request.speculative or {}).get("method") or draft[1]
         inputs = inputs.replace(path=inventory.origin or str(path), target=inputs.path, method=method)
-    findings, evaluated = judge(path, inventory, report, inputs, request, s, reference=reference)
+    findings, evaluated = judge(
+        path, inventory, report, inputs, request, s, reference=reference, target=target_inventory if draft else None
+    )
     rules = [{"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary} for r in evaluated]
     return Linted(
         inventory,
@@ -449,6 +451,7 @@ def judge(
     s: LintSettings,
     *,
     reference: Inventory | None = None,
+    target: Inventory | None = None,
 ) -> tuple[list[Finding], list[Any]]:
     """The rule checks over one probe report: findings, with the fixes this mtplint ships
     and the exact serve command for the inputs linted. No vLLM here: the fast test tier
@@ -464,6 +467,7 @@ def judge(
         ignore=list(s.ignore) if s.ignore is not None else None,
         recommend=recommend,
         reference=reference,
+        target=target,
     )
     for f in findings:
         if inputs.separate_draft:
