@@ -68,3 +68,38 @@ def test_a_defect_row_without_a_column_or_with_a_foreign_severity_is_refused() -
         DefectOptions(defects=[{k: v for k, v in row.items() if k != "workaround"}])
     with pytest.raises(ValueError, match="severity is error or warning"):
         DefectOptions(defects=[{**row, "severity": "info"}])
+
+
+def test_a_row_gives_its_own_severity_and_only_inside_its_ranges() -> None:
+    """The check over a real recorded deployment (DFlash on B200, vLLM 0.25.1): a row marked
+    severity error (wrong output) hits as an error, an unmarked one at the rule's default (None),
+    and a row whose release, GPU, N or architecture range leaves the deployment out does not hit."""
+    from mtplint.checks.context import Context
+    from mtplint.checks.known_silent_defect import known_silent_defect
+    from mtplint.core.run_inputs import RunInputs
+    from recorded_cases import recorded_report
+    from test_rule_cases_fast import _inventory
+
+    inputs, report = recorded_report("dflash-llama31-8b-b200-vllm0251")
+    ctx = Context(_inventory("dflash-llama31-8b"), report, RunInputs.from_json({**inputs, "path": "draft"}))
+    row = {
+        "id": "r",
+        "vllm": ">=0.25,<0.26",
+        "methods": ["dflash"],
+        "sm": ">=10.0,<11",
+        "n": ">=1",
+        "what": "w",
+        "source": "s",
+        "fixed_in": "0.26.0",
+        "workaround": "x",
+    }
+
+    def hits(**changes):
+        return known_silent_defect(ctx, DefectOptions(defects=[{**row, **changes}]))
+
+    assert [(h.key, h.severity, h.basis) for h in hits()] == [("r", None, "knowledge")]
+    assert [h.severity for h in hits(severity="error")] == ["error"]
+    for outside in ({"vllm": ">=0.26"}, {"sm": ">=12.0,<13"}, {"n": ">=2"}, {"methods": ["dspark"]}):
+        assert hits(**outside) == [], outside
+    assert hits(architectures=["DeepseekV4ForCausalLM"]) == []
+    assert [h.key for h in hits(architectures=["DFlashDraftModel"])] == ["r"]

@@ -21,7 +21,8 @@ _SEVERITIES = {"error", "warning"}
 
 @dataclass(frozen=True)
 class DefectOptions:
-    # Optional per row: `architectures` (target architectures; absent: any target) and
+    # Optional per row: `architectures` (of the checkpoint linted, the draft's with --draft;
+    # absent: any) and
     # `severity` (absent: the rule's). Wrong output or NaN is an error; an acceptance near zero
     # is a warning: the target still verifies every token, only the speed-up is lost.
     defects: list[dict[str, Any]] = field(default_factory=list)
