@@ -1,0 +1,80 @@
+"""Defects of a vLLM release that start, serve and raise nothing, yet give wrong output, NaN or
+an acceptance near zero, for one drafter on one GPU family: the forward pass the probe never
+runs. Which release, GPU, method, target architecture and num_speculative_tokens a defect needs
+is a knowledge table in the rule's options (`options.defects`), each row read off the released
+sources with the release that fixed it; the deployment linted and the probed release decide
+whether a row applies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.versions import in_range
+from . import check
+from .context import Context, Hit
+from .knowledge import require_columns
+
+_DEFECT_KEYS = {"id", "vllm", "methods", "sm", "n", "what", "source", "fixed_in", "workaround"}
+_SEVERITIES = {"error", "warning"}
+
+
+@dataclass(frozen=True)
+class DefectOptions:
+    # Optional per row: `architectures` (of the checkpoint linted, the draft's with --draft;
+    # absent: any) and
+    # `severity` (absent: the rule's). Wrong output or NaN is an error; an acceptance near zero
+    # is a warning: the target still verifies every token, only the speed-up is lost.
+    defects: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        require_columns("defects", self.defects, _DEFECT_KEYS)
+        for row in self.defects:
+            if row.get("severity", "warning") not in _SEVERITIES:
+                raise ValueError(f"options.defects entry {row['id']!r}: severity is error or warning")
+
+
+def _applies(ctx: Context, row: dict[str, Any], n: int, method: str, sm: str) -> bool:
+    if method not in row["methods"]:
+        return False
+    archs = row.get("architectures")
+    if archs and not set(ctx.inventory.config.get("architectures") or []) & set(archs):
+        return False
+    return in_range(sm, row["sm"]) and in_range(str(n), row["n"]) and in_range(ctx.vllm_version, row["vllm"])
+
+
+@check(
+    fields=("method", "n", "gpu", "vllm_version", "what", "source", "fixed_in", "workaround"),
+    options=DefectOptions,
+)
+def known_silent_defect(ctx: Context, options: DefectOptions) -> list[Hit]:
+    n = ctx.inputs.num_speculative_tokens
+    # The method the probe requested (--method, or read from a separate draft's config).
+    method = (ctx.report.request.speculative or {}).get("method") or ctx.inputs.method or "mtp"
+    sm = ctx.inputs.sm
+    if not isinstance(n, int) or sm is None:
+        return []
+    hits: list[Hit] = []
+    for row in options.defects:
+        if not _applies(ctx, row, n, method, str(sm)):
+            continue
+        hits.append(
+            Hit(
+                key=row["id"],
+                fields={
+                    "method": method,
+                    "n": n,
+                    "gpu": ctx.inputs.gpu or f"SM {sm}",
+                    "vllm_version": ctx.vllm_version,
+                    "what": row["what"],
+                    "source": row["source"],
+                    "fixed_in": row["fixed_in"],
+                    "workaround": row["workaround"],
+                },
+                severity=row.get("severity"),
+                basis="knowledge",
+                location=ctx.config_location("architectures"),
+                evidence={"entry": row["id"], "vllm_range": row["vllm"], "sm_range": row["sm"], "n_range": row["n"]},
+            )
+        )
+    return hits
