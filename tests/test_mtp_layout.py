@@ -51,6 +51,19 @@ FAMILY_NAMES = {
         ["model.mtp.layers.0.input_proj.weight", "model.mtp.layers.0.transformer_block.attn.wq_du.weight"],
         ["model.llm.layers.65.attn.wq_du.weight", "model.llm.norm.weight"],
     ),
+    # MiniMax-M3 (VL wrapper): the depth in text_config.num_mtp_modules, the layers under
+    # language_model.model.mtp.layers.{i} (minimax_m3/nvidia/mtp.py)
+    "minimax_m3": (
+        {"model_type": "minimax_m3_vl", "text_config": {"num_hidden_layers": 60, "num_mtp_modules": 1}},
+        [
+            "language_model.model.mtp.layers.0.eh_proj.weight",
+            "language_model.model.mtp.layers.0.transformer_layer.block_sparse_moe.experts.0.w1.weight",
+        ],
+        [
+            "language_model.model.layers.59.block_sparse_moe.gate.weight",
+            "vision_tower.vision_model.pre_layrnorm.weight",
+        ],
+    ),
     # Nemotron-H: one MTP step = len(mtp_hybrid_override_pattern) physical mtp.layers.{j}
     "nemotron_h": (
         {"num_hidden_layers": 88, "num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*E"},
@@ -135,6 +148,17 @@ def test_inkling_depth_is_read_from_mtp_config_only():
         "mtp_config.num_nextn_predict_layers",
         0,
     )
+
+
+def test_minimax_m3_depth_is_num_mtp_modules_beside_num_nextn_predict_layers():
+    """The published MiniMax-M3 BF16 text_config declares num_mtp_modules 7 and
+    num_nextn_predict_layers 1; vLLM 0.33.0 (config/speculative.py:1131) builds num_mtp_modules
+    layers, and 1 without the key."""
+    both = {"model_type": "minimax_m3_vl", "text_config": {"num_nextn_predict_layers": 1, "num_mtp_modules": 7}}
+    assert L.vllm_depth(both) == ("text_config.num_mtp_modules", 7)
+    only_nextn = {"model_type": "minimax_m3_vl", "text_config": {"num_nextn_predict_layers": 3}}
+    assert L.vllm_depth(only_nextn) == ("num_mtp_modules", 1)
+    assert L.vllm_depth({"model_type": "minimax_m3_mtp", "num_mtp_modules": 2}) == ("num_mtp_modules", 2)
 
 
 def test_nemotron_h_counts_steps_not_physical_layers():

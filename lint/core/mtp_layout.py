@@ -12,6 +12,7 @@ matching names themselves. The layouts, as vLLM 0.33.0's MTP loaders read them:
 | MiMo                           | `model.mtp_layers.{i}.`         | `num_nextn_predict_layers`    |
 | ERNIE-4.5 MoE                  | `model.mtp_{block,emb_norm,...}.{i}.` | `num_nextn_predict_layers` |
 | Nemotron-H                     | `mtp.layers.{j}.` (*)           | `num_nextn_predict_layers`    |
+| MiniMax-M3 (minimax_m3_vl)     | `language_model.model.mtp.layers.{i}.` | `num_mtp_modules`      |
 
 (*) one MTP step is `len(mtp_hybrid_override_pattern)` physical layers (nemotron_h_mtp.py).
 
@@ -33,13 +34,21 @@ DEPTH_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modu
 DEFAULT_DEPTH_KEY = "num_nextn_predict_layers"
 # Families whose vLLM MTP loader reads one key only, with a default when the config lacks it
 # (model_type -> (key, depth vLLM builds without the key)): vLLM 0.33.0 qwen3_next_mtp.py:63.
-FAMILY_DEPTH = {"qwen3_next": ("num_nextn_predict_layers", 1)}
+# MiniMax-M3 configs carry `num_mtp_modules` and may carry `num_nextn_predict_layers` beside it
+# (the published BF16 text_config: 7 and 1); vLLM 0.33.0 builds `num_mtp_modules` layers
+# (config/speculative.py:1131, `getattr(hf_config, "num_mtp_modules", 1)`) and never reads the other.
+FAMILY_DEPTH = {
+    "qwen3_next": ("num_nextn_predict_layers", 1),
+    "minimax_m3_vl": ("num_mtp_modules", 1),
+    "minimax_m3_mtp": ("num_mtp_modules", 1),
+}
 # Families whose depth lives in a section of its own (model_type -> section): vLLM 0.33.0
 # config/speculative.py:1087 reads Inkling's `mtp_config.num_nextn_predict_layers` (and
 # overwrites the draft's top-level key with it), so a top-level key there is not the depth.
 DEPTH_SECTION = {"inkling_model": "mtp_config", "inkling_mm_model": "mtp_config"}
 
-_WRAPPER = r"(?:model\.)?(?:language_model\.)?"
+# `language_model.model.` is the VL wrappers' (MiniMax-M3, Kimi-K3) spelling of the text model.
+_WRAPPER = r"(?:model\.)?(?:language_model\.)?(?:model\.)?"
 # MTP layer i named by its own index: mtp.{i}. | mtp.layers.{i}. | mtp_layers.{i}. | ERNIE's
 # mtp_block.{i}. / mtp_emb_norm.{i}. / ...
 _OWN_INDEX = re.compile(rf"^{_WRAPPER}mtp(?:\.layers\.|_[a-z_]+\.|\.)(\d+)\.")
