@@ -80,7 +80,10 @@ class ProbeRequest(Request):
 
     def key_fields(self) -> dict[str, Any]:
         # gpu_memory only sizes caches vLLM never builds here: the same GPU model, one key.
+        # An empty arch (CUDA) is left out: keys from before AMD GPUs stay the same.
         key = {f.name: getattr(self, f.name) for f in fields(Request) if f.name != "gpu_memory"}
+        if not key["arch"]:
+            del key["arch"]
         return {**key, "sm": list(self.sm), "patches": sorted(self.patches)}
 
 
