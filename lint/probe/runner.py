@@ -84,6 +84,9 @@ class ProbeRequest(Request):
         key = {f.name: getattr(self, f.name) for f in fields(Request) if f.name != "gpu_memory"}
         if not key["arch"]:
             del key["arch"]
+        else:
+            # vLLM's ROCm switches (VLLM_ROCM_USE_AITER...) change what the probe reports there.
+            key["rocm_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("VLLM_ROCM_")}
         return {**key, "sm": list(self.sm), "patches": sorted(self.patches)}
 
 
