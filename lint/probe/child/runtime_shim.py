@@ -286,6 +286,40 @@ def install_cuda_inert_objects() -> None:
     # Some layers allocate on `current_platform.current_device()`; the meta mode then
     # moves the allocation to meta, so any device index will do.
     torch.cuda.current_device = lambda: 0
+    install_meta_stays_on_meta()
+
+
+def install_meta_stays_on_meta() -> None:
+    """A checkpoint tensor (meta here) moved to the GPU by a weight loader stays meta, its dtype
+    conversion kept: the CPU build of torch refuses any move to "cuda" ("Torch not compiled with
+    CUDA enabled"), which is the probe's machine, not the checkpoint. vLLM 0.33.0's
+    moe_wna16_weight_loader does `loaded_weight.to(get_tp_group().device)` outside the meta mode
+    (AWQ/GPTQ MoE experts on ROCm, where AWQ is not Marlin)."""
+    import torch
+
+    to = torch.Tensor.to
+    if getattr(to, "_mtplint_meta_stays", False):
+        return
+
+    def meta_to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.is_meta and _to_gpu(args, kwargs):
+            dtype = kwargs.get("dtype") or next((a for a in args if isinstance(a, torch.dtype)), None)
+            return self if dtype is None else to(self, dtype=dtype)
+        return to(self, *args, **kwargs)
+
+    meta_to._mtplint_meta_stays = True  # type: ignore[attr-defined]
+    torch.Tensor.to = meta_to  # type: ignore[method-assign]
+
+
+def _to_gpu(args: tuple, kwargs: dict) -> bool:
+    import torch
+
+    for target in (*args[:1], kwargs.get("device")):
+        if isinstance(target, str) and target.split(":")[0] == "cuda":
+            return True
+        if isinstance(target, torch.device) and target.type == "cuda":
+            return True
+    return False
 
 
 def install_platform(sm: tuple[int, int], device_name: str, total_memory: int, device_count: int = 8) -> Any:
