@@ -116,23 +116,28 @@ def test_vllm_own_rocm_platform_decides_from_the_gfx_arch(arch, expected):
     assert {k: seen[k] for k in expected} == expected
 
 
-def _lint(ckpt: Path, cache: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _check(cache: Path, argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "MTPLINT_CACHE_DIR": str(cache), **(env or {})}
-    cmd = [*MTPLINT, str(ckpt), "-q", "--format", "json", "--fail-on", "error", *args]
+    cmd = [*MTPLINT, "check", "-q", "--format", "json", "--fail-on", "error", "--gpu", "mi300x", "--", *argv]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
 
 
 @pytest.mark.probe
 @pytest.mark.slow
-def test_aiter_asked_for_on_rocm_without_aiter_is_a_step_not_checked(tmp_path):
-    """The AMD recipes export VLLM_ROCM_USE_AITER=1; the probe has no aiter, so vLLM takes its
-    non-AITER paths here. Said (MTP025), and the variable is part of the probe's key."""
-    ckpt = cached_build("glm45-air-bf16-official")
-    plain = _lint(ckpt, tmp_path / "cache", "--gpu", "mi300x")
+def test_the_amd_deepseek_recipe_with_aiter_exported_is_steps_not_checked_not_a_construction_error(tmp_path):
+    """vLLM's recipe for DeepSeek-R1/V3 on MI300X (recipes 8959cf6, "TP8+EP - ROCm") exports
+    VLLM_ROCM_USE_AITER=1 and VLLM_ROCM_USE_AITER_MOE=1. The probe has no aiter: vLLM would pick
+    its AITER FP8 MoE and refuse it ("AITER MoE is not enabled"), a false MTP009. The run without
+    AITER is replayed and the AITER step said not checked; the variable is part of the probe key."""
+    ckpt = str(cached_build("dsv3-fp8-official"))
+    argv = ["vllm", "serve", ckpt, "--trust-remote-code", "--tensor-parallel-size", "8", "--enable-expert-parallel"]
+    argv += ["--speculative-config", '{"method":"mtp","num_speculative_tokens":1}']
+    codes = lambda proc: sorted(f["code"] for f in json.loads(proc.stdout)["findings"])  # noqa: E731
+    plain = _check(tmp_path / "cache", argv)
     assert plain.returncode == 0, plain.stderr
-    assert json.loads(plain.stdout)["findings"] == []
-    aiter = _lint(ckpt, tmp_path / "cache", "--gpu", "mi300x", env={"VLLM_ROCM_USE_AITER": "1"})
+    assert codes(plain) == ["MTP016", "MTP025"]  # MTP025: the MLA prefill backend's flash-attn
+    aiter = _check(tmp_path / "cache", argv, env={"VLLM_ROCM_USE_AITER": "1", "VLLM_ROCM_USE_AITER_MOE": "1"})
     assert aiter.returncode == 0, aiter.stderr
-    findings = json.loads(aiter.stdout)["findings"]
-    assert [f["code"] for f in findings] == ["MTP025"], findings
-    assert "VLLM_ROCM_USE_AITER=1" in findings[0]["message"] and "lacks aiter" in findings[0]["message"]
+    assert codes(aiter) == ["MTP016", "MTP025", "MTP025"], aiter.stdout
+    messages = [f["message"] for f in json.loads(aiter.stdout)["findings"]]
+    assert any("VLLM_ROCM_USE_AITER=1" in m and "lacks aiter" in m for m in messages), messages

@@ -390,6 +390,7 @@ def install_rocm_platform(
 
     import torch
 
+    _AITER_ASKED[0] = _switch_off_absent_aiter()
     units = _ROCM_COMPUTE_UNITS.get(arch, 304)
     properties = _types.SimpleNamespace(
         gcnArchName=arch,
@@ -449,8 +450,8 @@ def install_rocm_platform(
 
         @classmethod
         def check_and_update_config(cls, vllm_config: Any) -> None:
-            super().check_and_update_config(vllm_config)
             _rocm_aiter_requested(device_name)
+            super().check_and_update_config(vllm_config)
 
     platform = ProbedRocmPlatform()
     rocm_platform.RocmPlatform = ProbedRocmPlatform  # type: ignore[misc]  # the probed GPU, under vLLM's own name
@@ -459,6 +460,25 @@ def install_rocm_platform(
 
 
 _FLASH_ATTN_PREFILL = "vllm.v1.attention.backends.mla.prefill.flash_attn"
+# The switch was on when this process imported vLLM (a probe worker: every request it serves
+# carries the same VLLM_* variables, its key includes them).
+_AITER_ASKED = [False]
+
+
+def _switch_off_absent_aiter() -> bool:
+    """VLLM_ROCM_USE_AITER=1 without aiter: vLLM would pick AITER kernels and then refuse them
+    ("AITER MoE is not enabled"), a failure of this machine; the deploy box has aiter. The run
+    without AITER is replayed instead: the switch is turned off before vLLM reads it (at import,
+    and again per probe: a probe worker hands each request the caller's environment). True
+    where it was asked for."""
+    import importlib.util
+
+    if os.environ.get("VLLM_ROCM_USE_AITER", "").lower() not in ("1", "true"):
+        return False
+    if importlib.util.find_spec("aiter") is not None:
+        return False
+    os.environ["VLLM_ROCM_USE_AITER"] = "0"
+    return True
 
 
 def _rocm_mla_prefill_backend(select: Any, mla_selector_config: Any, device_name: str) -> Any:
@@ -500,13 +520,10 @@ def _rocm_mla_prefill_backend(select: Any, mla_selector_config: Any, device_name
 
 
 def _rocm_aiter_requested(device_name: str) -> None:
-    """VLLM_ROCM_USE_AITER=1 (the AMD recipes export it) asks vLLM for AITER's kernels; without
-    the aiter package vLLM silently takes its non-AITER paths, which the probe then replays.
-    Said, so the lint does not claim the AITER paths were checked."""
-    import vllm.envs as envs
-    from vllm._aiter_ops import IS_AITER_FOUND
-
-    if envs.VLLM_ROCM_USE_AITER and not IS_AITER_FOUND:
+    """VLLM_ROCM_USE_AITER=1 (vLLM's DeepSeek recipe for AMD exports it) asks vLLM for AITER's
+    kernels; without the aiter package the probe replays the run without them (the switch was
+    turned off at install). Said at each probe, so the lint does not claim the AITER paths."""
+    if _switch_off_absent_aiter() or _AITER_ASKED[0]:
         from . import unchecked_steps
 
         unchecked_steps.record(
