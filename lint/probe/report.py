@@ -256,6 +256,8 @@ class Request:
     # The user's own `vllm serve` command after `vllm serve`, as written, parsed by the probed
     # vLLM's own parser; the fields above are its defaults where it leaves a flag out.
     serve_argv: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
+    # An AMD GPU's gfx architecture (`gfx942`): vLLM's ROCm platform is probed. Empty: CUDA.
+    arch: str = field(default="", metadata=OMIT_EMPTY)
 
     def platform(self) -> dict[str, Any]:
         """The part of a request that is fixed at import time: the GPU the platform shim stands in
@@ -266,6 +268,7 @@ class Request:
             "gpu_name": self.gpu_name,
             "gpu_memory": self.gpu_memory,
             "gpus": max(8, self.tensor_parallel_size * self.pipeline_parallel_size, _serve_world(self.serve_argv)),
+            **({"arch": self.arch} if self.arch else {}),
         }
 
 

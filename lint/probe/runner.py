@@ -80,7 +80,13 @@ class ProbeRequest(Request):
 
     def key_fields(self) -> dict[str, Any]:
         # gpu_memory only sizes caches vLLM never builds here: the same GPU model, one key.
+        # An empty arch (CUDA) is left out: keys from before AMD GPUs stay the same.
         key = {f.name: getattr(self, f.name) for f in fields(Request) if f.name != "gpu_memory"}
+        if not key["arch"]:
+            del key["arch"]
+        else:
+            # vLLM's ROCm switches (VLLM_ROCM_USE_AITER...) change what the probe reports there.
+            key["rocm_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("VLLM_ROCM_")}
         return {**key, "sm": list(self.sm), "patches": sorted(self.patches)}
 
 

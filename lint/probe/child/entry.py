@@ -41,7 +41,9 @@ def prepare(platform: dict[str, Any]) -> float:
     t0 = time.perf_counter()
     from . import runtime_shim
 
-    runtime_shim.install(tuple(platform["sm"]), platform["gpu_name"], platform["gpu_memory"], platform["gpus"])
+    runtime_shim.install(
+        tuple(platform["sm"]), platform["gpu_name"], platform["gpu_memory"], platform["gpus"], platform.get("arch", "")
+    )
     import vllm  # noqa: F401
 
     from . import (

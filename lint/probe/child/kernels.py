@@ -19,6 +19,15 @@ def _predicate(module: str, name: str) -> Any:
         return None
 
 
+def _on_rocm() -> bool:
+    try:
+        from vllm.platforms import current_platform
+
+        return bool(current_platform.is_rocm())
+    except Exception:
+        return False
+
+
 def evaluate(vllm_config: Any, num_speculative_tokens: int) -> Kernels:
     next_n = num_speculative_tokens + 1
     hf = vllm_config.model_config.hf_text_config
@@ -27,7 +36,10 @@ def evaluate(vllm_config: Any, num_speculative_tokens: int) -> Kernels:
     if not uses_indexer:
         return out
     native_decode = _predicate("vllm.v1.attention.backends.mla.indexer", "_supports_native_decode")
-    native_next_n = _predicate("vllm.utils.deep_gemm", "native_next_n_supported")
+    # DeepGEMM is CUDA's; its predicate reads only the capability family, and an AMD gfx942's
+    # HIP capability (9, 4) is family 90: asked on ROCm it would answer for Hopper. vLLM's own
+    # `_supports_native_decode` answers for ROCm (it asks `is_cuda()` first).
+    native_next_n = None if _on_rocm() else _predicate("vllm.utils.deep_gemm", "native_next_n_supported")
     for label, fn in (
         ("vllm.v1.attention.backends.mla.indexer._supports_native_decode", native_decode),
         ("vllm.utils.deep_gemm.native_next_n_supported", native_next_n),

@@ -286,6 +286,40 @@ def install_cuda_inert_objects() -> None:
     # Some layers allocate on `current_platform.current_device()`; the meta mode then
     # moves the allocation to meta, so any device index will do.
     torch.cuda.current_device = lambda: 0
+    install_meta_stays_on_meta()
+
+
+def install_meta_stays_on_meta() -> None:
+    """A checkpoint tensor (meta here) moved to the GPU by a weight loader stays meta, its dtype
+    conversion kept: the CPU build of torch refuses any move to "cuda" ("Torch not compiled with
+    CUDA enabled"), which is the probe's machine, not the checkpoint. vLLM 0.33.0's
+    moe_wna16_weight_loader does `loaded_weight.to(get_tp_group().device)` outside the meta mode
+    (AWQ/GPTQ MoE experts on ROCm, where AWQ is not Marlin)."""
+    import torch
+
+    to = torch.Tensor.to
+    if getattr(to, "_mtplint_meta_stays", False):
+        return
+
+    def meta_to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.is_meta and _to_gpu(args, kwargs):
+            dtype = kwargs.get("dtype") or next((a for a in args if isinstance(a, torch.dtype)), None)
+            return self if dtype is None else to(self, dtype=dtype)
+        return to(self, *args, **kwargs)
+
+    meta_to._mtplint_meta_stays = True  # type: ignore[attr-defined]
+    torch.Tensor.to = meta_to  # type: ignore[method-assign]
+
+
+def _to_gpu(args: tuple, kwargs: dict) -> bool:
+    import torch
+
+    for target in (*args[:1], kwargs.get("device")):
+        if isinstance(target, str) and target.split(":")[0] == "cuda":
+            return True
+        if isinstance(target, torch.device) and target.type == "cuda":
+            return True
+    return False
 
 
 def install_platform(sm: tuple[int, int], device_name: str, total_memory: int, device_count: int = 8) -> Any:
@@ -332,6 +366,173 @@ def install_platform(sm: tuple[int, int], device_name: str, total_memory: int, d
     cuda_platform.CudaPlatform = ProbedCudaPlatform  # the probed GPU, under vLLM's own name
     platforms._current_platform = platform  # type: ignore[assignment]  # vLLM's lazy slot, typed as its initial None
     return platform
+
+
+# Compute units per AMD architecture (amdsmi / `multi_processor_count` on the GPU box): MI300X
+# and MI325X have 304, MI355X 256. Only sizes kernels' grids; no vLLM decision the probe reads.
+_ROCM_COMPUTE_UNITS = {"gfx942": 304, "gfx950": 256}
+
+
+def install_rocm_platform(
+    arch: str, sm: tuple[int, int], device_name: str, total_memory: int, device_count: int = 8
+) -> Any:
+    """Stand vLLM's own ROCm platform in for the real one, on an AMD GPU of architecture `arch`.
+
+    Only the device queries are answered here: what amdsmi and the HIP build of torch would
+    report (the gfx arch, name, memory, topology). Every decision (attention backends, FP8
+    flavour, quantization methods, the `on_gfx9()`/`on_mi3xx()` gates) is RocmPlatform's own.
+    The arch is read once when vllm.platforms.rocm is imported (`_GCN_ARCH`: amdsmi first, then
+    `torch.cuda.get_device_properties("cuda").gcnArchName`), so the torch query is answered first.
+    amdsmi is absent here (a ROCm-only package): vLLM logs it and falls back to torch, as on a box
+    without it. `torch.version.hip` is left None: vLLM 0.33.0 reads it only to set NCCL_RAS_ENABLE.
+    """
+    import types as _types
+
+    import torch
+
+    _AITER_ASKED[0] = _switch_off_absent_aiter()
+    units = _ROCM_COMPUTE_UNITS.get(arch, 304)
+    properties = _types.SimpleNamespace(
+        gcnArchName=arch,
+        name=device_name,
+        total_memory=total_memory,
+        major=sm[0],
+        minor=sm[1],
+        multi_processor_count=units,
+        is_integrated=False,
+    )
+    torch.cuda.get_device_properties = lambda *a, **k: properties  # type: ignore[assignment]
+    torch.cuda.get_device_capability = lambda *a, **k: sm
+    torch.cuda.get_device_name = lambda *a, **k: device_name
+
+    # ROCm's device visibility variable, as the child's CUDA_VISIBLE_DEVICES (empty: no GPU here).
+    # vLLM's Triton check reads it on ROCm: empty is its "devices not visible yet" case, which
+    # keeps Triton's language module (the CUDA probe's path); unset, it would swap in a
+    # placeholder whose missing dtypes fail kernel modules at import.
+    os.environ.setdefault("HIP_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+
+    import vllm.platforms as platforms
+    import vllm.platforms.rocm as rocm_platform
+
+    class ProbedRocmPlatform(rocm_platform.RocmPlatform):
+        # amdsmi's answers (the real methods open an amdsmi context: absent here).
+        @classmethod
+        def get_device_name(cls, device_id: int = 0) -> str:
+            return device_name
+
+        @classmethod
+        def get_device_total_memory(cls, device_id: int = 0) -> int:
+            return total_memory
+
+        @classmethod
+        def get_device_uuid(cls, device_id: int = 0) -> str:
+            return f"GPU-{device_id:08d}"
+
+        @classmethod
+        def is_fully_connected(cls, physical_device_ids: list[int]) -> bool:
+            return True  # XGMI between every pair on an 8-GPU Instinct node
+
+        @classmethod
+        def get_all_device_numa_nodes(cls) -> list[int] | None:
+            return None
+
+        @classmethod
+        def device_count(cls) -> int:
+            return device_count
+
+        @classmethod
+        def num_compute_units(cls, device_id: int = 0) -> int:
+            return units
+
+        @classmethod
+        def get_mla_prefill_backend_cls(cls, mla_selector_config: Any) -> Any:
+            return _rocm_mla_prefill_backend(super().get_mla_prefill_backend_cls, mla_selector_config, device_name)
+
+        @classmethod
+        def check_and_update_config(cls, vllm_config: Any) -> None:
+            _rocm_aiter_requested(device_name)
+            super().check_and_update_config(vllm_config)
+
+    platform = ProbedRocmPlatform()
+    rocm_platform.RocmPlatform = ProbedRocmPlatform  # type: ignore[misc]  # the probed GPU, under vLLM's own name
+    platforms._current_platform = platform  # type: ignore[assignment]  # vLLM's lazy slot, typed as its initial None
+    return platform
+
+
+_FLASH_ATTN_PREFILL = "vllm.v1.attention.backends.mla.prefill.flash_attn"
+# The switch was on when this process imported vLLM (a probe worker: every request it serves
+# carries the same VLLM_* variables, its key includes them).
+_AITER_ASKED = [False]
+
+
+def _switch_off_absent_aiter() -> bool:
+    """VLLM_ROCM_USE_AITER=1 without aiter: vLLM would pick AITER kernels and then refuse them
+    ("AITER MoE is not enabled"), a failure of this machine; the deploy box has aiter. The run
+    without AITER is replayed instead: the switch is turned off before vLLM reads it (at import,
+    and again per probe: a probe worker hands each request the caller's environment). True
+    where it was asked for."""
+    import importlib.util
+
+    if os.environ.get("VLLM_ROCM_USE_AITER", "").lower() not in ("1", "true"):
+        return False
+    if importlib.util.find_spec("aiter") is not None:
+        return False
+    os.environ["VLLM_ROCM_USE_AITER"] = "0"
+    return True
+
+
+def _rocm_mla_prefill_backend(select: Any, mla_selector_config: Any, device_name: str) -> Any:
+    """vLLM's own MLA prefill choice on ROCm. Its FLASH_ATTN backend calls the ROCm build of
+    flash-attn (vLLM's ROCm images ship it), absent here, so vLLM refuses every backend with
+    "required dependencies not available". Then only that package query is answered "installed"
+    and vLLM chooses again: its checks of the MLA dimensions, dtype and GPU still decide, and the
+    step is reported as not checked (MTP025)."""
+    try:
+        return select(mla_selector_config)
+    except ValueError as exc:
+        if "required dependencies not available" not in str(exc):
+            raise
+    import importlib
+
+    from . import unchecked_steps
+
+    module: Any = importlib.import_module(_FLASH_ATTN_PREFILL)
+    query = module.is_flash_attn_varlen_func_available
+    module.is_flash_attn_varlen_func_available = lambda: True
+    try:
+        chosen = select(mla_selector_config)
+    finally:
+        module.is_flash_attn_varlen_func_available = query
+    if getattr(module, "flash_attn_varlen_func", False) is None:
+        # The kernel the backend binds when it is built: vLLM's own ROCm stand-in for the
+        # absent package (fa_utils: raises ImportError if called), never called here.
+        module.flash_attn_varlen_func = importlib.import_module(
+            "vllm.v1.attention.backends.fa_utils"
+        ).flash_attn_varlen_func
+    unchecked_steps.record(
+        f"the MLA prefill backend {chosen.get_name()} (its flash-attn kernels)",
+        f"ROCm ({device_name})",
+        "the probe's environment lacks flash-attn (its ROCm build), a ROCm-only package; vLLM chose the "
+        "backend as if it were installed",
+        "flash-attn",
+    )
+    return chosen
+
+
+def _rocm_aiter_requested(device_name: str) -> None:
+    """VLLM_ROCM_USE_AITER=1 (vLLM's DeepSeek recipe for AMD exports it) asks vLLM for AITER's
+    kernels; without the aiter package the probe replays the run without them (the switch was
+    turned off at install). Said at each probe, so the lint does not claim the AITER paths."""
+    if _switch_off_absent_aiter() or _AITER_ASKED[0]:
+        from . import unchecked_steps
+
+        unchecked_steps.record(
+            "the AITER kernels it selects (ROCM_AITER_MLA and AITER attention, AITER fused MoE, FP8 GEMMs)",
+            f"VLLM_ROCM_USE_AITER=1 on ROCm ({device_name})",
+            "the probe's environment lacks aiter, a ROCm-only package; vLLM's choices without AITER were "
+            "replayed instead",
+            "aiter",
+        )
 
 
 def meta_device_mode() -> Any:
@@ -473,10 +674,14 @@ def install_inprocess_registry_inspection() -> None:
     registry._run_in_subprocess = lambda fn: fn()
 
 
-def install(sm: tuple[int, int], device_name: str, total_memory: int, device_count: int = 8) -> None:
+def install(sm: tuple[int, int], device_name: str, total_memory: int, device_count: int = 8, arch: str = "") -> None:
+    """arch: an AMD GPU's gfx architecture (vLLM's ROCm platform); empty: an NVIDIA GPU (CUDA)."""
     install_native_stubs()
     install_op_fallbacks()
     install_cuda_inert_objects()
-    install_platform(sm, device_name, total_memory, device_count)
+    if arch:
+        install_rocm_platform(arch, sm, device_name, total_memory, device_count)
+    else:
+        install_platform(sm, device_name, total_memory, device_count)
     install_inprocess_registry_inspection()
     install_late_stubs()

@@ -31,6 +31,13 @@ def record(step: str, flag: str, why: str, package: str = "") -> None:
     _steps.append(UncheckedStep(step=step, flag=flag, why=why, package=package))
 
 
+def record(step: str, flag: str, why: str, package: str = "") -> None:
+    """A step another part of the probe left out (the platform shim: a ROCm-only package), once
+    per probe however often vLLM reaches it (the target's and the draft's configs)."""
+    if not any(s.step == step and s.flag == flag for s in _steps):
+        _record(step, flag, why, package)
+
+
 def ships_tokenizer(model_dir: str) -> bool:
     return any(os.path.isfile(os.path.join(model_dir, name)) for name in _TOKENIZER_MARKERS) or any(
         name.endswith(".tiktoken") for name in _listdir(model_dir)
