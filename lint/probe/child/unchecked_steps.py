@@ -27,7 +27,7 @@ def drain() -> list[UncheckedStep]:
     return out
 
 
-def record(step: str, flag: str, why: str, package: str = "") -> None:
+def _record(step: str, flag: str, why: str, package: str = "") -> None:
     _steps.append(UncheckedStep(step=step, flag=flag, why=why, package=package))
 
 
