@@ -777,9 +777,32 @@ def test_declared_unknown_method_kept(tmp_path):
     qc = {"quant_method": "bitsandbytes", "load_in_4bit": True}
     d = parse_declared({"quantization_config": qc}, None, tmp_path)
     assert d.method == "bitsandbytes" and d.raw == qc and d.exclusions == []
-    qc = {"quant_method": "quark", "exclude": ["lm_head"]}
+
+
+def test_declared_quark(tmp_path):
+    """AMD Quark's export config (the layout amd/DeepSeek-R1-0528-MXFP4 publishes): `exclude`
+    read as its exclusion list, the rest kept as details; a part vLLM would refuse (no
+    `export`) is left to the probe, which reports it in the probed release's words."""
+    mx = {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}
+    qc = {
+        "quant_method": "quark",
+        "exclude": ["lm_head", "re:.*mlp.gate$", "mtp.layers.0.mlp.experts.0.gate_proj"],
+        "export": {"kv_cache_group": [], "pack_method": "reorder", "weight_format": "real_quantized"},
+        "global_quant_config": {"weight": {**mx, "is_dynamic": False}, "input_tensors": {**mx, "is_dynamic": True}},
+        "layer_quant_config": {"*.o_proj": {}},
+        "layer_type_quant_config": {},
+        "version": "0.11rc1+5ff5fbf6b2",
+    }
     d = parse_declared({"quantization_config": qc}, None, tmp_path)
-    assert d.method == "quark" and d.exclusions == ["lm_head"] and d.exclusion_key == "quantization_config.exclude"
+    assert d.method == "quark" and d.exclusion_key == "quantization_config.exclude"
+    assert d.exclusions == qc["exclude"]
+    assert d.details["weight_dtype"] == "fp4" and d.details["pack_method"] == "reorder"
+    assert d.details["layer_quant_config"] == ["*.o_proj"]
+    del qc["export"]
+    assert parse_declared({"quantization_config": qc}, None, tmp_path).details["pack_method"] is None
+    qc["exclude"] = "lm_head"
+    with pytest.raises(BadInput, match=r"quantization_config\.exclude must be a list of strings"):
+        parse_declared({"quantization_config": qc}, None, tmp_path)
 
 
 def test_declared_method_normalized(tmp_path):

@@ -73,6 +73,8 @@ def _parse_method(
         return _parse_gptq(qc, key, cfg_path)
     if method == "awq":
         return _parse_awq(qc, key, cfg_path)
+    if method == "quark":
+        return _parse_quark(qc, key, cfg_path)
     return _parse_generic(qc, key, cfg_path, method)
 
 
@@ -331,6 +333,36 @@ def _parse_awq(qc: dict, key: str, where: str) -> DeclaredQuant:
         exclusion_key=f"{key}.modules_to_not_convert",
         details=details,
     )
+
+
+def _parse_quark(qc: dict, key: str, where: str) -> DeclaredQuant:
+    """AMD Quark's export config as vLLM's QuarkConfig reads it (vLLM 0.33.0 quark/quark.py):
+    `exclude` (exact names and `re:` patterns; a routed-experts layer is excluded whole when
+    any child of it is listed), `global_quant_config`, per-name `layer_quant_config` and
+    per-class `layer_type_quant_config` overrides, and `export`. A config the probed vLLM
+    refuses (no `export`: QuarkConfig.from_config) is left to the probe, which says so in
+    that release's words (MTP009), as is any other part it cannot read."""
+    export = _obj(qc.get("export"))
+    weight = _obj(_obj(qc.get("global_quant_config")).get("weight"))
+    details = {
+        "weight_dtype": weight.get("dtype"),
+        "layer_quant_config": sorted(_obj(qc.get("layer_quant_config"))),
+        "layer_type_quant_config": sorted(_obj(qc.get("layer_type_quant_config"))),
+        "pack_method": export.get("pack_method"),
+        "kv_cache_group": export.get("kv_cache_group"),
+        "version": qc.get("version"),
+    }
+    return DeclaredQuant(
+        method="quark",
+        source=CONFIG,
+        exclusions=_str_list(qc.get("exclude"), f"{key}.exclude", where),
+        exclusion_key=f"{key}.exclude",
+        details=details,
+    )
+
+
+def _obj(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def _parse_generic(qc: dict, key: str, where: str, method: str) -> DeclaredQuant:
