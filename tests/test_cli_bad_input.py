@@ -199,3 +199,14 @@ def test_probe_crash_is_one_line_naming_the_exception(tmp_path):
     assert len(lines) == 1, proc.stderr
     assert "ModuleNotFoundError: No module named 'gguf'" in lines[0]
     assert "gguf_utils.py:" in lines[0] and "rerun with --debug" in lines[0]
+
+
+@pytest.mark.slow
+def test_mlx_checkpoint_is_one_line_exit_2():
+    """An mlx-lm conversion of Qwen3-Next with its MTP block (fixture qwen3-next-mlx-4bit): no
+    vLLM quantization method reads MLX's declaration. Before, the probe built every layer
+    unquantized and the lint listed 30 findings (21 load errors); now one line, exit 2."""
+    from fixtures.build import cached_build
+
+    path = cached_build("qwen3-next-mlx-4bit")
+    assert_bad_input(run(str(path), "--no-cache"), "config.json", "MLX (mlx-lm) checkpoint: vLLM has no loader")

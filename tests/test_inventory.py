@@ -1028,3 +1028,26 @@ def test_is_quantized_tensor_name():
         "hc_head_base",
     ):
         assert not is_quantized_tensor_name(leaf), leaf
+
+
+def test_declared_mlx_has_no_vllm_loader(tmp_path):
+    """mlx-lm writes `quantization` (and its Hugging Face twin `quantization_config`) as
+    {group_size, bits, mode} with no quant_method: no vLLM quantization method reads it, so the
+    lint says so in one line instead of listing every load error of an unquantized build."""
+    q = {"group_size": 64, "bits": 4, "mode": "affine"}
+    with pytest.raises(BadInput, match=r"MLX \(mlx-lm\) checkpoint: vLLM has no loader") as e:
+        parse_declared({"quantization": q, "quantization_config": dict(q)}, None, tmp_path)
+    assert e.value.path.endswith("config.json") and "\n" not in str(e.value)
+    # A `quantization` block beside a real quant_method is that method's, not MLX's.
+    d = parse_declared({"quantization": q, "quantization_config": {"quant_method": "fp8"}}, None, tmp_path)
+    assert d.method == "fp8"
+
+
+def test_declared_modelslim_has_no_vllm_loader(tmp_path):
+    """msModelSlim exports describe their quantization in quant_model_description.json (config.json
+    carries none); vLLM reads no such file (vllm-ascend's `--quantization ascend` does)."""
+    (tmp_path / "quant_model_description.json").write_text(
+        json.dumps({"model_quant_type": "W8A8", "version": "1.0.0", "model.layers.0.mlp.down_proj.weight": "W8A8"})
+    )
+    with pytest.raises(BadInput, match=r"ModelSlim export \(W8A8\): vLLM reads no quant_model_description\.json"):
+        parse_declared({"model_type": "qwen3"}, None, tmp_path)

@@ -31,9 +31,14 @@ _MODELOPT_ALGO_METHOD = {
 _GENERIC_EXCLUSION_KEYS = ("ignore", "exclude_modules", "ignored_layers", "modules_to_not_convert", "exclude")
 
 
+# msModelSlim's export description (vllm-ascend reads it under `--quantization ascend`).
+MODELSLIM = "quant_model_description.json"
+
+
 def parse_declared(config: dict, hf_quant_config: dict | None, root: Path) -> DeclaredQuant:
     root = Path(root)
     qc, key = find_quant_config(config)
+    _refuse_without_loader(config, qc, root)
     if qc is None:
         if hf_quant_config is None:
             return DeclaredQuant(method=None, source=None)
@@ -57,6 +62,35 @@ def parse_declared(config: dict, hf_quant_config: dict | None, root: Path) -> De
     if method == "mxfp4" and config.get("model_type") == "gpt_oss":
         d.details["vllm_method"] = "gpt_oss_mxfp4"
     return d
+
+
+def _refuse_without_loader(config: dict, qc: Any, root: Path) -> None:
+    """Producers whose declaration no vLLM quantization method reads (none of vLLM's
+    QUANTIZATION_METHODS, 0.33.0 included, is MLX or ModelSlim): vLLM builds every layer
+    unquantized over their packed tensors, so a lint of the MTP draft would only list the
+    consequences. Said in one line instead. (A hub checkpoint's ModelSlim file is seen only
+    where the small-file fetch brought it.)"""
+    has_method = isinstance(qc, dict) and bool(qc.get("quant_method"))
+    mlx = config.get("quantization")
+    if isinstance(mlx, dict) and "bits" in mlx and "group_size" in mlx and not has_method:
+        raise BadInput(
+            f"quantization {{bits: {mlx['bits']}, group_size: {mlx['group_size']}}} without a quant_method is an "
+            "MLX (mlx-lm) checkpoint: vLLM has no loader for it (it builds every layer unquantized)",
+            path=str(root / CONFIG),
+        )
+    description = root / MODELSLIM
+    if qc is None and description.is_file():
+        kind = "?"
+        with contextlib.suppress(OSError, ValueError):
+            import json
+
+            body = json.loads(description.read_text(encoding="utf-8"))
+            kind = str(body.get("model_quant_type", "?")) if isinstance(body, dict) else "?"
+        raise BadInput(
+            f"a ModelSlim export ({kind}): vLLM reads no {MODELSLIM} and has no loader for it (vllm-ascend's "
+            "`--quantization ascend` does); it builds every layer unquantized",
+            path=str(description),
+        )
 
 
 def _parse_method(
