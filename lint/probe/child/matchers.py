@@ -14,7 +14,7 @@ from typing import Any
 from ..report import ExclusionSection, Layer, Model
 
 # The attribute each quant config keeps its exclusion list in.
-EXCLUSION_ATTRS = ("ignore", "exclude_modules", "ignored_layers", "modules_to_not_convert", "dynamic")
+EXCLUSION_ATTRS = ("ignore", "exclude_modules", "ignored_layers", "modules_to_not_convert", "dynamic", "extra_config")
 
 
 # Configs that keep their exclusion list as a key of a dict of their own: (the attribute
@@ -165,9 +165,10 @@ def direct_matcher(quant_config: Any, attr: str, layers: list[tuple[Model, str, 
     layer's class (Quark's routed experts).
     """
     fused = getattr(quant_config, "packed_modules_mapping", {}) or {}
-    quark = _quark_matcher(quant_config, attr, fused, layers or [])
-    if quark is not None:
-        return quark
+    for own in (_quark_matcher, _inc_matcher):
+        matcher = own(quant_config, attr, fused, layers or [])
+        if matcher is not None:
+            return matcher
     for matcher_of in (_compressed_tensors_matcher, _modelopt_matcher, _skip_list_matcher, _gptq_dynamic_matcher):
         matcher = matcher_of(quant_config, attr, fused)
         if matcher is not None:
@@ -220,6 +221,31 @@ def _vllm_function(module: str, name: str) -> Any:
         return getattr(importlib.import_module(module), name, None)
     except Exception:
         return None
+
+
+# A bit width no INC scheme uses: an entry narrowed to it governs a layer when vLLM's own
+# parser resolves the layer to it.
+_INC_PROBE_BITS = 13
+
+
+def _inc_matcher(quant_config: Any, attr: str, fused: Any, layers: list[tuple[Model, str, Any]]) -> Any:
+    """AutoRound/INC `extra_config` (vLLM 0.33.0 inc/config_parser.py INCConfigParser): an entry
+    governs a layer when the parser, with the list narrowed to that entry, resolves the layer
+    to it (exact name, a short name the layer name ends with, a regex key with re.search, a fused
+    layer through its shards, a FusedMoE through keys under it); raising for inconsistent shards
+    counts as taking part. Only entries of 16 bits or more exclude (_match_primary).
+    get_quant_method's own shortcut for a key spelled `model.{prefix}` is not asked."""
+    parser = getattr(quant_config, "config_parser", None)
+    resolve = getattr(parser, "resolve", None)
+    if attr != "extra_config" or not callable(resolve):
+        return None
+    layer_of = {prefix: layer for _m, prefix, layer in layers}
+
+    def inc(entry: str, prefix: str) -> bool:
+        with _narrowed(quant_config, attr, {entry: {"bits": _INC_PROBE_BITS}}):
+            return getattr(resolve(layer_of.get(prefix), prefix), "bits", None) == _INC_PROBE_BITS
+
+    return inc
 
 
 def _compressed_tensors_matcher(quant_config: Any, attr: str, fused: Any) -> Any:
@@ -314,6 +340,10 @@ def _match_primary(
     if attr == "dynamic":
         # Only negative (`-:`) dynamic keys exclude; positive ones override bits.
         entries = [e for e in entries if str(e).startswith("-:")]
+    if attr == "extra_config":
+        # INC: an override of 16 bits or more keeps the layer unquantized (get_quant_method's
+        # test); lower ones only change bits or group size.
+        entries = [e for e in entries if isinstance(full[e], dict) and _bits(full[e]) >= 16]
     direct = direct_matcher(quant_config, attr, layers)
     if direct is not None:
         named = [(m, p, compared.get((m, p)) or [p]) for m, p, _layer in layers]
@@ -328,6 +358,13 @@ def _match_primary(
         )
     result, errors = _match_by_outcome(quant_config, get_quant_method, attr, full, entries, layers)
     return ExclusionSection(attr=attr, matcher="outcome", entries=result, errors=errors)
+
+
+def _bits(override: dict) -> int:
+    try:
+        return int(override.get("bits", 16))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _match_direct(
