@@ -199,3 +199,18 @@ def test_probe_crash_is_one_line_naming_the_exception(tmp_path):
     assert len(lines) == 1, proc.stderr
     assert "ModuleNotFoundError: No module named 'gguf'" in lines[0]
     assert "gguf_utils.py:" in lines[0] and "rerun with --debug" in lines[0]
+
+
+def test_mlx_checkpoint_is_one_line_exit_2(tmp_path):
+    """mlx-lm's config (`quantization` and its twin `quantization_config`, {group_size, bits,
+    mode}, no quant_method) over its packed layout (U32 weight, scales, biases): no vLLM
+    quantization method reads it. Before, the probe built every layer unquantized and the lint
+    listed each load error (an mlx-lm Qwen3-Next with its MTP block: 30 findings, 21 load
+    errors); now one line, exit 2, before any probe."""
+    q = {"group_size": 64, "bits": 4, "mode": "affine"}
+    d = checkpoint(tmp_path, json.dumps({"model_type": "qwen3_next", "quantization": q, "quantization_config": q}))
+    write_sparse(
+        d / "model.safetensors",
+        [("mtp.fc.weight", "U32", (64, 16)), ("mtp.fc.scales", "BF16", (64, 2)), ("mtp.fc.biases", "BF16", (64, 2))],
+    )
+    assert_bad_input(run(str(d), "--no-cache"), "config.json", "MLX (mlx-lm) checkpoint: vLLM has no loader")

@@ -500,3 +500,43 @@ def test_a_fix_killed_at_any_write_leaves_a_loadable_checkpoint(recipe, args, tm
             assert all((work / n).read_bytes() == new[n] for n in rendered.json)  # config last
         assert set(inv.tensors) >= set(linted.inventory.tensors)
         assert not [p for p in work.iterdir() if "mtplint-tmp" in p.name]
+
+
+def test_quark_and_autoround_exclusions_are_spelled_in_their_own_lists():
+    """Quark's `exclude` takes compressed-tensors' `re:` (quark/utils.py should_ignore_layer);
+    AutoRound/INC keeps a layer unquantized with an `extra_config` override of 16 bits, keyed by
+    name or by a regex (INCConfigParser). Before, both fell to the exact style: INC's list had no
+    key at all and the fix offered for its MTP002 planned nothing."""
+    from mtplint.fixer.exclusion_list import exclusion_list
+
+    quark = {"quantization_config": {"quant_method": "quark", "exclude": ["lm_head"], "export": {}}}
+    lst = exclusion_list(_inv(quark))
+    assert lst.places == [("config.json", "quantization_config.exclude")]
+    assert lst.layer("mtp.layers.0.") == "re:^mtp\\.layers\\.0\\."
+
+    inc = {"quantization_config": {"quant_method": "auto-round", "bits": 4, "group_size": 128}}
+    lst = exclusion_list(_inv(inc))
+    assert lst.places == [("config.json", "quantization_config.extra_config")]
+    assert lst.layer("mtp.layers.0.") == "^mtp\\.layers\\.0\\."
+    doc = json.loads(json.dumps(inc))
+    for ch in lst.add_change(
+        "t", [lst.layer("mtp.layers.0."), lst.exact("mtp.layers.0.self_attn.o_proj"), lst.exact("mtp.fc")], "x"
+    ):
+        ch.edit(doc)
+    # The exact name under the layer entry is covered by it; the other is written as an override.
+    assert doc["quantization_config"]["extra_config"] == {
+        "^mtp\\.layers\\.0\\.": {"bits": 16, "data_type": "float"},
+        "mtp.fc": {"bits": 16, "data_type": "float"},
+    }
+
+
+def test_autoround_bf16_mtp_block_fix_clears_the_lint(tmp_path, probe_cache):
+    """AutoRound/INC export of Qwen3-Next whose BF16 MTP block vLLM builds AWQ (6 MTP002): the fix
+    writes `extra_config` overrides of 16 bits for the draft's modules and the re-lint is clean."""
+    path = copy_fixture("qwen3-next-autoround-awq-mtp-bf16", tmp_path / "ckpt")
+    proc = run_fix(path, ["--only", "ignore-unquantized-mtp-block"], probe_cache)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    extra = json.loads((path / "config.json").read_text())["quantization_config"]["extra_config"]
+    assert extra["mtp.fc"] == {"bits": 16, "data_type": "float"}
+    found = codes(check(path, [], probe_cache))
+    assert not found, {c: [f["message"] for f in fs] for c, fs in found.items()}

@@ -777,9 +777,32 @@ def test_declared_unknown_method_kept(tmp_path):
     qc = {"quant_method": "bitsandbytes", "load_in_4bit": True}
     d = parse_declared({"quantization_config": qc}, None, tmp_path)
     assert d.method == "bitsandbytes" and d.raw == qc and d.exclusions == []
-    qc = {"quant_method": "quark", "exclude": ["lm_head"]}
+
+
+def test_declared_quark(tmp_path):
+    """AMD Quark's export config (the layout amd/DeepSeek-R1-0528-MXFP4 publishes): `exclude`
+    read as its exclusion list, the rest kept as details; a part vLLM would refuse (no
+    `export`) is left to the probe, which reports it in the probed release's words."""
+    mx = {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}
+    qc = {
+        "quant_method": "quark",
+        "exclude": ["lm_head", "re:.*mlp.gate$", "mtp.layers.0.mlp.experts.0.gate_proj"],
+        "export": {"kv_cache_group": [], "pack_method": "reorder", "weight_format": "real_quantized"},
+        "global_quant_config": {"weight": {**mx, "is_dynamic": False}, "input_tensors": {**mx, "is_dynamic": True}},
+        "layer_quant_config": {"*.o_proj": {}},
+        "layer_type_quant_config": {},
+        "version": "0.11rc1+5ff5fbf6b2",
+    }
     d = parse_declared({"quantization_config": qc}, None, tmp_path)
-    assert d.method == "quark" and d.exclusions == ["lm_head"] and d.exclusion_key == "quantization_config.exclude"
+    assert d.method == "quark" and d.exclusion_key == "quantization_config.exclude"
+    assert d.exclusions == qc["exclude"]
+    assert d.details["weight_dtype"] == "fp4" and d.details["pack_method"] == "reorder"
+    assert d.details["layer_quant_config"] == ["*.o_proj"]
+    del qc["export"]
+    assert parse_declared({"quantization_config": qc}, None, tmp_path).details["pack_method"] is None
+    qc["exclude"] = "lm_head"
+    with pytest.raises(BadInput, match=r"quantization_config\.exclude must be a list of strings"):
+        parse_declared({"quantization_config": qc}, None, tmp_path)
 
 
 def test_declared_method_normalized(tmp_path):
@@ -1005,3 +1028,26 @@ def test_is_quantized_tensor_name():
         "hc_head_base",
     ):
         assert not is_quantized_tensor_name(leaf), leaf
+
+
+def test_declared_mlx_has_no_vllm_loader(tmp_path):
+    """mlx-lm writes `quantization` (and its Hugging Face twin `quantization_config`) as
+    {group_size, bits, mode} with no quant_method: no vLLM quantization method reads it, so the
+    lint says so in one line instead of listing every load error of an unquantized build."""
+    q = {"group_size": 64, "bits": 4, "mode": "affine"}
+    with pytest.raises(BadInput, match=r"MLX \(mlx-lm\) checkpoint: vLLM has no loader") as e:
+        parse_declared({"quantization": q, "quantization_config": dict(q)}, None, tmp_path)
+    assert e.value.path.endswith("config.json") and "\n" not in str(e.value)
+    # A `quantization` block beside a real quant_method is that method's, not MLX's.
+    d = parse_declared({"quantization": q, "quantization_config": {"quant_method": "fp8"}}, None, tmp_path)
+    assert d.method == "fp8"
+
+
+def test_declared_modelslim_has_no_vllm_loader(tmp_path):
+    """msModelSlim exports describe their quantization in quant_model_description.json (config.json
+    carries none); vLLM reads no such file (vllm-ascend's `--quantization ascend` does)."""
+    (tmp_path / "quant_model_description.json").write_text(
+        json.dumps({"model_quant_type": "W8A8", "version": "1.0.0", "model.layers.0.mlp.down_proj.weight": "W8A8"})
+    )
+    with pytest.raises(BadInput, match=r"ModelSlim export \(W8A8\): vLLM reads no quant_model_description\.json"):
+        parse_declared({"model_type": "qwen3"}, None, tmp_path)

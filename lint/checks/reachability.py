@@ -83,6 +83,9 @@ class NeverLoadedOptions:
     # Parameters with a construction-time default that checkpoints legitimately omit
     # (attention KV-cache scales of ModelOpt/FP8 models) are not defects.
     optional_param_leaves: list[str] = field(default_factory=list)
+    # quant method class -> leaves it creates zero-filled and drops after loading when no
+    # tensor fed them (the rule file cites the release source).
+    optional_by_method: dict[str, list[str]] = field(default_factory=dict)
 
 
 @check(fields=("param", "module_class", "outcome"), options=NeverLoadedOptions)
@@ -90,7 +93,7 @@ def draft_params_never_loaded(ctx: Context, options: NeverLoadedOptions) -> list
     optional = set(options.optional_param_leaves)
     by_module: dict[str, list[str]] = {}
     for p in _unreached(ctx):
-        if HEAD_OR_EMBED.search(p) or p.rsplit(".", 1)[-1] in optional:
+        if HEAD_OR_EMBED.search(p) or p.rsplit(".", 1)[-1] in optional or _optional_for_method(ctx, p, options):
             continue
         by_module.setdefault(p.rsplit(".", 1)[0], []).append(p)
     hits = []
@@ -231,3 +234,9 @@ def unloaded_module_rejected_before_sharing(ctx: Context, options: PostLoadOptio
                 )
             )
     return hits
+
+
+def _optional_for_method(ctx: Context, param: str, options: NeverLoadedOptions) -> bool:
+    module, _, leaf = param.rpartition(".")
+    decision = ctx.decision_for_module_path("draft", module)
+    return decision is not None and leaf in options.optional_by_method.get(decision.method or "", ())

@@ -14,7 +14,7 @@ from collections import defaultdict
 from ..core.findings import Location
 from ..probe.report import MODELS, Model
 from . import check
-from .context import Context, Hit
+from .context import Cause, Context, Hit
 
 _INDEX = re.compile(r"(?<=\.)\d+(?=\.)")
 
@@ -60,6 +60,9 @@ def tensor_truncated_to_parameter(ctx: Context, options: None) -> list[Hit]:
                     "elements_on_disk": numel,
                     "params": params,
                 },
+                # A float tensor copied into a packed quantized parameter (MTP002's silent
+                # load) is narrowed too: there the format, not a size in config.json, is wrong.
+                because=[Cause("quant-mismatch", (model, p.rsplit(".", 1)[0])) for p in params],
             )
         )
     return hits

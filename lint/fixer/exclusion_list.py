@@ -25,13 +25,18 @@ _LAYER_ROOT = re.compile(r"^(.*?\.\d+\.)")
 class ExclusionList:
     """Where a checkpoint's exclusion entries live and how its format spells them."""
 
-    style: str  # "ct" | "modelopt" | "fp8" | "gptq" | "awq" | "exact"
+    style: str  # "ct" | "modelopt" | "fp8" | "gptq" | "awq" | "quark" | "inc" | "exact"
     places: list[tuple[str, str]]  # (file, dotted key); the first is the one vLLM reads
     exact_of: dict[str, str] = field(default_factory=dict)  # exact-name entry -> its prefix
 
     @property
     def is_dict(self) -> bool:
-        return self.style == "gptq"  # GPTQ `dynamic`: {"-:regex": {}} skips a module
+        # GPTQ `dynamic`: {"-:regex": {}} skips a module; AutoRound/INC `extra_config`:
+        # {name or regex: {"bits": 16, ...}} keeps it unquantized.
+        return self.style in ("gptq", "inc")
+
+    def dict_value(self) -> dict[str, Any]:
+        return {"bits": 16, "data_type": "float"} if self.style == "inc" else {}
 
     def exact(self, prefix: str) -> str:
         entry = f"-:^{re.escape(prefix)}$" if self.style == "gptq" else prefix
@@ -41,8 +46,10 @@ class ExclusionList:
     def layer(self, root: str) -> str | None:
         """An entry matching every prefix under `root` ("model.layers.43."), or None when
         the format's matcher has no such form (fp8 matches exact names only)."""
-        if self.style == "ct":
+        if self.style in ("ct", "quark"):  # Quark's matcher takes compressed-tensors' `re:`
             return "re:^" + re.escape(root)
+        if self.style == "inc":  # INC searches a key with regex characters as a regex
+            return "^" + re.escape(root)
         if self.style == "gptq":
             return "-:^" + re.escape(root)
         if self.style == "modelopt":
@@ -56,8 +63,10 @@ class ExclusionList:
         False here never hides a problem (the re-lint asks vLLM)."""
         if entry == prefix:
             return True
-        if self.style == "ct" and entry.startswith("re:"):
+        if self.style in ("ct", "quark") and entry.startswith("re:"):
             return _rx_match(entry[3:], prefix)
+        if self.style == "inc" and entry.startswith("^"):
+            return _rx_match(entry, prefix)
         if self.style == "gptq" and entry.startswith("-:"):
             return _rx_match(entry[2:], prefix)
         if self.style == "modelopt":
@@ -93,7 +102,7 @@ class ExclusionList:
                 if self.is_dict:
                     value = get_key(doc, key)
                     value = dict(value) if isinstance(value, dict) else {}
-                    value.update({e: {} for e in todo})
+                    value.update({e: self.dict_value() for e in todo})
                 else:
                     value = have + todo
                 set_key(doc, key, value)
@@ -138,7 +147,9 @@ def exclusion_list(inventory: Inventory) -> ExclusionList | None:
         else "modelopt"
         if method.startswith("modelopt")
         else method
-        if method in ("fp8", "gptq", "awq")
+        if method in ("fp8", "gptq", "awq", "quark")
+        else "inc"
+        if method in ("inc", "auto-round")
         else "exact"
     )
     source = d.source or CONFIG
@@ -157,6 +168,8 @@ def exclusion_list(inventory: Inventory) -> ExclusionList | None:
             "fp8": "ignored_layers",
             "gptq": "dynamic",
             "awq": "modules_to_not_convert",
+            "quark": "exclude",
+            "inc": "extra_config",
         }.get(style)
         if leaf is None or not body:
             return None

@@ -31,9 +31,14 @@ _MODELOPT_ALGO_METHOD = {
 _GENERIC_EXCLUSION_KEYS = ("ignore", "exclude_modules", "ignored_layers", "modules_to_not_convert", "exclude")
 
 
+# msModelSlim's export description (vllm-ascend reads it under `--quantization ascend`).
+MODELSLIM = "quant_model_description.json"
+
+
 def parse_declared(config: dict, hf_quant_config: dict | None, root: Path) -> DeclaredQuant:
     root = Path(root)
     qc, key = find_quant_config(config)
+    _refuse_without_loader(config, qc, root)
     if qc is None:
         if hf_quant_config is None:
             return DeclaredQuant(method=None, source=None)
@@ -59,6 +64,35 @@ def parse_declared(config: dict, hf_quant_config: dict | None, root: Path) -> De
     return d
 
 
+def _refuse_without_loader(config: dict, qc: Any, root: Path) -> None:
+    """Producers whose declaration no vLLM quantization method reads (none of vLLM's
+    QUANTIZATION_METHODS, 0.33.0 included, is MLX or ModelSlim): vLLM builds every layer
+    unquantized over their packed tensors, so a lint of the MTP draft would only list the
+    consequences. Said in one line instead. (A hub checkpoint's ModelSlim file is seen only
+    where the small-file fetch brought it.)"""
+    has_method = isinstance(qc, dict) and bool(qc.get("quant_method"))
+    mlx = config.get("quantization")
+    if isinstance(mlx, dict) and "bits" in mlx and "group_size" in mlx and not has_method:
+        raise BadInput(
+            f"quantization {{bits: {mlx['bits']}, group_size: {mlx['group_size']}}} without a quant_method is an "
+            "MLX (mlx-lm) checkpoint: vLLM has no loader for it (it builds every layer unquantized)",
+            path=str(root / CONFIG),
+        )
+    description = root / MODELSLIM
+    if qc is None and description.is_file():
+        kind = "?"
+        with contextlib.suppress(OSError, ValueError):
+            import json
+
+            body = json.loads(description.read_text(encoding="utf-8"))
+            kind = str(body.get("model_quant_type", "?")) if isinstance(body, dict) else "?"
+        raise BadInput(
+            f"a ModelSlim export ({kind}): vLLM reads no {MODELSLIM} and has no loader for it (vllm-ascend's "
+            "`--quantization ascend` does); it builds every layer unquantized",
+            path=str(description),
+        )
+
+
 def _parse_method(
     method: str, qc: dict, key: str, cfg_path: str, config: dict, hf_quant_config: dict | None
 ) -> DeclaredQuant:
@@ -73,6 +107,8 @@ def _parse_method(
         return _parse_gptq(qc, key, cfg_path)
     if method == "awq":
         return _parse_awq(qc, key, cfg_path)
+    if method == "quark":
+        return _parse_quark(qc, key, cfg_path)
     return _parse_generic(qc, key, cfg_path, method)
 
 
@@ -331,6 +367,36 @@ def _parse_awq(qc: dict, key: str, where: str) -> DeclaredQuant:
         exclusion_key=f"{key}.modules_to_not_convert",
         details=details,
     )
+
+
+def _parse_quark(qc: dict, key: str, where: str) -> DeclaredQuant:
+    """AMD Quark's export config as vLLM's QuarkConfig reads it (vLLM 0.33.0 quark/quark.py):
+    `exclude` (exact names and `re:` patterns; a routed-experts layer is excluded whole when
+    any child of it is listed), `global_quant_config`, per-name `layer_quant_config` and
+    per-class `layer_type_quant_config` overrides, and `export`. A config the probed vLLM
+    refuses (no `export`: QuarkConfig.from_config) is left to the probe, which says so in
+    that release's words (MTP009), as is any other part it cannot read."""
+    export = _obj(qc.get("export"))
+    weight = _obj(_obj(qc.get("global_quant_config")).get("weight"))
+    details = {
+        "weight_dtype": weight.get("dtype"),
+        "layer_quant_config": sorted(_obj(qc.get("layer_quant_config"))),
+        "layer_type_quant_config": sorted(_obj(qc.get("layer_type_quant_config"))),
+        "pack_method": export.get("pack_method"),
+        "kv_cache_group": export.get("kv_cache_group"),
+        "version": qc.get("version"),
+    }
+    return DeclaredQuant(
+        method="quark",
+        source=CONFIG,
+        exclusions=_str_list(qc.get("exclude"), f"{key}.exclude", where),
+        exclusion_key=f"{key}.exclude",
+        details=details,
+    )
+
+
+def _obj(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def _parse_generic(qc: dict, key: str, where: str, method: str) -> DeclaredQuant:

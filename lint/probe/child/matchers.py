@@ -14,7 +14,14 @@ from typing import Any
 from ..report import ExclusionSection, Layer, Model
 
 # The attribute each quant config keeps its exclusion list in.
-EXCLUSION_ATTRS = ("ignore", "exclude_modules", "ignored_layers", "modules_to_not_convert", "dynamic")
+EXCLUSION_ATTRS = ("ignore", "exclude_modules", "ignored_layers", "modules_to_not_convert", "dynamic", "extra_config")
+
+
+# Configs that keep their exclusion list as a key of a dict of their own: (the attribute
+# holding the dict, the key). QuarkConfig keeps config.json's quantization_config as
+# `quant_config` and reads `quant_config["exclude"]` in get_quant_method_target (vLLM 0.33.0
+# quark/quark.py), after apply_vllm_mapper rewrote that dict into the runtime namespace.
+HELD_IN_DICT = (("quant_config", "exclude"),)
 
 
 def exclusion_attr(quant_config: Any) -> str | None:
@@ -22,7 +29,25 @@ def exclusion_attr(quant_config: Any) -> str | None:
         value = getattr(quant_config, attr, None)
         if isinstance(value, (list, dict)):
             return attr
+    for _attr, key in HELD_IN_DICT:
+        held = _holder(quant_config, key)
+        if held is not None and isinstance(held.get(key), list):
+            return key
     return None
+
+
+def _holder(quant_config: Any, attr: str) -> dict | None:
+    """The dict an exclusion list named `attr` is kept in, where the config keeps it in one."""
+    for holder, key in HELD_IN_DICT:
+        held = getattr(quant_config, holder, None)
+        if key == attr and isinstance(held, dict) and not hasattr(type(quant_config), attr):
+            return held
+    return None
+
+
+def exclusion_list(quant_config: Any, attr: str) -> Any:
+    held = _holder(quant_config, attr)
+    return held.get(attr) if held is not None else getattr(quant_config, attr)
 
 
 def _is_unquantized(method: Any) -> bool:
@@ -31,12 +56,19 @@ def _is_unquantized(method: Any) -> bool:
 
 @contextlib.contextmanager
 def _narrowed(quant_config: Any, attr: str, value: Any):
-    saved = getattr(quant_config, attr)
-    setattr(quant_config, attr, value)
+    held = _holder(quant_config, attr)
+    saved = exclusion_list(quant_config, attr)
+    if held is not None:
+        held[attr] = value
+    else:
+        setattr(quant_config, attr, value)
     try:
         yield
     finally:
-        setattr(quant_config, attr, saved)
+        if held is not None:
+            held[attr] = saved
+        else:
+            setattr(quant_config, attr, saved)
 
 
 def _excluded(
@@ -124,18 +156,61 @@ class ComparedNames:
             self._stack.pop()
 
 
-def direct_matcher(quant_config: Any, attr: str) -> Any:
+def direct_matcher(quant_config: Any, attr: str, layers: list[tuple[Model, str, Any]] | None = None) -> Any:
     """The format's own name matcher, called with one entry: (entry, prefix) -> bool.
 
     Preferred over re-asking get_quant_method because it also answers for layers that
     would be unquantized anyway (an `lm_head` entry does match the `lm_head` prefix).
+    `layers` (model, prefix, layer object): for a matcher whose answer depends on the
+    layer's class (Quark's routed experts).
     """
     fused = getattr(quant_config, "packed_modules_mapping", {}) or {}
+    for own in (_quark_matcher, _inc_matcher):
+        matcher = own(quant_config, attr, fused, layers or [])
+        if matcher is not None:
+            return matcher
     for matcher_of in (_compressed_tensors_matcher, _modelopt_matcher, _skip_list_matcher, _gptq_dynamic_matcher):
         matcher = matcher_of(quant_config, attr, fused)
         if matcher is not None:
             return matcher
     return None
+
+
+def _quark_matcher(quant_config: Any, attr: str, fused: Any, layers: list[tuple[Model, str, Any]]) -> Any:
+    """Quark's skip test (quark/utils.py should_ignore_layer, vLLM 0.33.0): `re:` with
+    re.match, else exact or fnmatch, a fused layer excluded when all its shards are; and for
+    routed experts (`check_children`, the class test get_quant_method_target makes with
+    its own RoutedExperts) an entry naming the layer or any child of it (`...experts.7.up_proj`)
+    excludes the whole MoE. Releases whose helper has no `check_children` are asked without it."""
+    if attr != "exclude" or _holder(quant_config, attr) is None:
+        return None
+    import inspect
+    import sys
+
+    module = sys.modules.get(type(quant_config).__module__)
+    should_ignore = getattr(module, "should_ignore_layer", None) or _vllm_function(
+        "vllm.model_executor.layers.quantization.quark.utils", "should_ignore_layer"
+    )
+    should_ignore = getattr(should_ignore, "__wrapped__", should_ignore)  # ComparedNames' spy
+    if should_ignore is None:
+        return None
+    try:
+        by_class = "check_children" in inspect.signature(should_ignore).parameters
+    except (TypeError, ValueError):
+        by_class = False
+    routed_cls = getattr(module, "RoutedExperts", None)
+    routed = {
+        prefix
+        for _m, prefix, layer in layers
+        if by_class and isinstance(routed_cls, type) and isinstance(layer, routed_cls)
+    }
+
+    def quark(entry: str, prefix: str) -> bool:
+        if by_class:
+            return bool(should_ignore(prefix, ignore=[entry], fused_mapping=fused, check_children=prefix in routed))
+        return bool(should_ignore(prefix, ignore=[entry], fused_mapping=fused))
+
+    return quark
 
 
 def _vllm_function(module: str, name: str) -> Any:
@@ -146,6 +221,31 @@ def _vllm_function(module: str, name: str) -> Any:
         return getattr(importlib.import_module(module), name, None)
     except Exception:
         return None
+
+
+# A bit width no INC scheme uses: an entry narrowed to it governs a layer when vLLM's own
+# parser resolves the layer to it.
+_INC_PROBE_BITS = 13
+
+
+def _inc_matcher(quant_config: Any, attr: str, fused: Any, layers: list[tuple[Model, str, Any]]) -> Any:
+    """AutoRound/INC `extra_config` (vLLM 0.33.0 inc/config_parser.py INCConfigParser): an entry
+    governs a layer when the parser, with the list narrowed to that entry, resolves the layer
+    to it (exact name, a short name the layer name ends with, a regex key with re.search, a fused
+    layer through its shards, a FusedMoE through keys under it); raising for inconsistent shards
+    counts as taking part. Only entries of 16 bits or more exclude (_match_primary).
+    get_quant_method's own shortcut for a key spelled `model.{prefix}` is not asked."""
+    parser = getattr(quant_config, "config_parser", None)
+    resolve = getattr(parser, "resolve", None)
+    if attr != "extra_config" or not callable(resolve):
+        return None
+    layer_of = {prefix: layer for _m, prefix, layer in layers}
+
+    def inc(entry: str, prefix: str) -> bool:
+        with _narrowed(quant_config, attr, {entry: {"bits": _INC_PROBE_BITS}}):
+            return getattr(resolve(layer_of.get(prefix), prefix), "bits", None) == _INC_PROBE_BITS
+
+    return inc
 
 
 def _compressed_tensors_matcher(quant_config: Any, attr: str, fused: Any) -> Any:
@@ -235,12 +335,16 @@ def _match_primary(
     attr = exclusion_attr(quant_config)
     if attr is None:
         return ExclusionSection(attr=None, matcher=None)
-    full = getattr(quant_config, attr)
+    full = exclusion_list(quant_config, attr)
     entries = list(full.keys()) if isinstance(full, dict) else list(full)
     if attr == "dynamic":
         # Only negative (`-:`) dynamic keys exclude; positive ones override bits.
         entries = [e for e in entries if str(e).startswith("-:")]
-    direct = direct_matcher(quant_config, attr)
+    if attr == "extra_config":
+        # INC: an override of 16 bits or more keeps the layer unquantized (get_quant_method's
+        # test); lower ones only change bits or group size.
+        entries = [e for e in entries if isinstance(full[e], dict) and _bits(full[e]) >= 16]
+    direct = direct_matcher(quant_config, attr, layers)
     if direct is not None:
         named = [(m, p, compared.get((m, p)) or [p]) for m, p, _layer in layers]
         result, errors = _match_direct(direct, entries, named)
@@ -254,6 +358,13 @@ def _match_primary(
         )
     result, errors = _match_by_outcome(quant_config, get_quant_method, attr, full, entries, layers)
     return ExclusionSection(attr=attr, matcher="outcome", entries=result, errors=errors)
+
+
+def _bits(override: dict) -> int:
+    try:
+        return int(override.get("bits", 16))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _match_direct(
