@@ -10,12 +10,11 @@ counts, and a flag it rejects is reported with its own message.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 from typing import Any
 
 from ..report import ChildRequest
-from . import serve_validation, unchecked_steps
+from . import release_lookup, serve_validation, unchecked_steps
 
 
 class ServeArgsRejected(Exception):
@@ -29,29 +28,18 @@ _FLEXIBLE_PARSER = ("vllm.utils.argparse_utils", "vllm.utils")
 _AS_WRITTEN_DIR = "_"
 
 
-def _first(modules: tuple[str, ...], name: str) -> Any:
-    for module in modules:
-        try:
-            found = getattr(importlib.import_module(module), name, None)
-        except Exception:
-            continue
-        if found is not None:
-            return found
-    return None
-
-
 def serve_parser() -> tuple[Any, Any]:
     """(the `vllm` parser, its `serve` subparser) as the probed release's CLI builds them
     (vllm/entrypoints/cli/main.py): `vllm serve ARGV` is parsed as `vllm` parses it, so the
     top-level rewrites (`--model X` moved to the front, `_` read as `-` in flag names, dotted
     `--flag.key value` folded into JSON) happen as in `vllm serve`. Releases without a
     builder get the engine flags alone, with the model as a positional argument."""
-    parser_cls = _first(_FLEXIBLE_PARSER, "FlexibleArgumentParser")
+    parser_cls = release_lookup.first(_FLEXIBLE_PARSER, "FlexibleArgumentParser")
     top = parser_cls(prog="vllm")
     serve = top.add_subparsers(required=False, dest="subparser").add_parser(
         "serve", usage="vllm serve [model_tag] [options]"
     )
-    make = _first(_MAKE_ARG_PARSER, "make_arg_parser")
+    make = release_lookup.first(_MAKE_ARG_PARSER, "make_arg_parser")
     if make is not None:
         return top, make(serve)
     from vllm.engine.arg_utils import EngineArgs

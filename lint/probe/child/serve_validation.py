@@ -13,11 +13,10 @@ out and recorded as a step not checked.
 
 from __future__ import annotations
 
-import importlib
 import os
 from typing import Any
 
-from . import unchecked_steps
+from . import release_lookup, unchecked_steps
 
 # Where each release keeps the functions (0.33: entrypoints/common; earlier: entrypoints/openai).
 _VALIDATORS = (
@@ -42,7 +41,7 @@ def validate(args: Any) -> None:
     for modules, name in _VALIDATORS:
         if plugins and name == "validate_api_server_args":
             continue  # its parser names may be the plugin's: recorded as not checked
-        check = _find(modules, name)
+        check = release_lookup.first(modules, name)
         if check is None:
             continue  # a release without this check: vLLM runs none either
         try:
@@ -57,17 +56,6 @@ def validate(args: Any) -> None:
                 f"it imports {exc.name or exc}, which the probe's environment lacks",
                 exc.name or "",
             )
-
-
-def _find(modules: tuple[str, ...], name: str) -> Any:
-    for module in modules:
-        try:
-            found = getattr(importlib.import_module(module), name, None)
-        except Exception:
-            continue
-        if found is not None:
-            return found
-    return None
 
 
 def _leave_out_unreadable_chat_template(args: Any) -> None:
