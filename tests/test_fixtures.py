@@ -36,6 +36,11 @@ def _du_bytes(path: Path) -> int:
     return int(out.stdout.split()[0]) * 1024
 
 
+def _header_length(shard: Path) -> int:
+    with open(shard, "rb") as f:
+        return int.from_bytes(f.read(8), "little")
+
+
 def _headers(path: Path, files: list[Path] | None = None) -> dict[str, tuple[str, tuple[int, ...]]]:
     from safetensors import safe_open
 
@@ -75,8 +80,11 @@ def test_recipe_builds_and_headers_parse(recipe):
         assert idx["metadata"]["total_size"] == sum(DTYPE_BYTES[d] * _prod(s) for d, s in indexed.values())
     logical = sum(DTYPE_BYTES[d] * _prod(s) for d, s in headers.values())
     assert logical == m["logical_bytes"]
-    # sparse: the data region is a hole
-    assert _du_bytes(path) < 64 * 2**20
+    # sparse: the data region is a hole. What is written is metadata: the headers, the index and
+    # the small files (Kimi-K3's 497,220 tensors need ~135 MB of them) and a little slack.
+    metadata = sum(8 + _header_length(p) for p in path.glob("*.safetensors"))
+    metadata += sum(p.stat().st_size for p in path.iterdir() if p.is_file() and p.suffix != ".safetensors")
+    assert _du_bytes(path) < metadata + 64 * 2**20
     assert sum(p.stat().st_size for p in path.glob("*.safetensors")) >= logical
 
 
