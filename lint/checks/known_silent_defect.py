@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.versions import in_range
 from . import check
 from .context import Context, Hit
-from .knowledge import require_columns
+from .knowledge import requested_method, require_columns, row_applies
 
 _DEFECT_KEYS = {"id", "vllm", "methods", "sm", "n", "what", "source", "fixed_in", "workaround"}
 _SEVERITIES = {"error", "warning"}
@@ -34,29 +33,19 @@ class DefectOptions:
                 raise ValueError(f"options.defects entry {row['id']!r}: severity is error or warning")
 
 
-def _applies(ctx: Context, row: dict[str, Any], n: int, method: str, sm: str) -> bool:
-    if method not in row["methods"]:
-        return False
-    archs = row.get("architectures")
-    if archs and not set(ctx.inventory.config.get("architectures") or []) & set(archs):
-        return False
-    return in_range(sm, row["sm"]) and in_range(str(n), row["n"]) and in_range(ctx.vllm_version, row["vllm"])
-
-
 @check(
     fields=("method", "n", "gpu", "vllm_version", "what", "source", "fixed_in", "workaround"),
     options=DefectOptions,
 )
 def known_silent_defect(ctx: Context, options: DefectOptions) -> list[Hit]:
     n = ctx.inputs.num_speculative_tokens
-    # The method the probe requested (--method, or read from a separate draft's config).
-    method = (ctx.report.request.speculative or {}).get("method") or ctx.inputs.method or "mtp"
+    method = requested_method(ctx)
     sm = ctx.inputs.sm
     if not isinstance(n, int) or sm is None:
         return []
     hits: list[Hit] = []
     for row in options.defects:
-        if not _applies(ctx, row, n, method, str(sm)):
+        if not row_applies(ctx, row, n, method):
             continue
         hits.append(
             Hit(

@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.versions import in_range
 from . import check
 from .context import Context, Hit
-from .knowledge import require_columns
+from .knowledge import requested_method, require_columns, row_applies
 
 _LIMIT_KEYS = {"id", "vllm", "methods", "architectures", "n", "when", "raises", "source", "fixed_in"}
 
@@ -29,29 +28,19 @@ class LimitOptions:
         require_columns("limits", self.limits, _LIMIT_KEYS)
 
 
-def _applies(ctx: Context, entry: dict[str, Any], n: int, method: str, sm: str | None) -> bool:
-    archs = set(ctx.inventory.config.get("architectures") or [])
-    if not archs & set(entry["architectures"]) or method not in entry["methods"]:
-        return False
-    if entry.get("sm") and (sm is None or not in_range(sm, entry["sm"])):
-        return False
-    return in_range(str(n), entry["n"]) and in_range(ctx.vllm_version, entry["vllm"])
-
-
 @check(
     fields=("n", "method", "gpu", "sm", "vllm_version", "when", "raises", "source", "fixed_in"),
     options=LimitOptions,
 )
 def speculative_tokens_rejected_by_release(ctx: Context, options: LimitOptions) -> list[Hit]:
     n = ctx.inputs.num_speculative_tokens
-    # The method the probe requested (--method, or read from a separate draft's config).
-    method = (ctx.report.request.speculative or {}).get("method") or ctx.inputs.method or "mtp"
+    method = requested_method(ctx)
     sm = ctx.inputs.sm
     if not isinstance(n, int):
         return []
     hits: list[Hit] = []
     for entry in options.limits:
-        if not _applies(ctx, entry, n, method, str(sm) if sm is not None else None):
+        if not row_applies(ctx, entry, n, method):
             continue
         hits.append(
             Hit(
