@@ -141,3 +141,7 @@ def test_the_amd_deepseek_recipe_with_aiter_exported_is_steps_not_checked_not_a_
     assert codes(aiter) == ["MTP016", "MTP025", "MTP025"], aiter.stdout
     messages = [f["message"] for f in json.loads(aiter.stdout)["findings"]]
     assert any("VLLM_ROCM_USE_AITER=1" in m and "lacks aiter" in m for m in messages), messages
+    # The recipe as written on one line: the assignments before `vllm serve` are the server's environment.
+    prefixed = _check(tmp_path / "cache", ["VLLM_ROCM_USE_AITER=1", "VLLM_ROCM_USE_AITER_MOE=1", *argv])
+    assert prefixed.returncode == 0, prefixed.stderr
+    assert [f["message"] for f in json.loads(prefixed.stdout)["findings"]] == messages

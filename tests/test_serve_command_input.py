@@ -225,3 +225,49 @@ def test_a_flag_vllm_rejects_is_bad_input_in_its_words(tmp_path):
     assert "Traceback" not in proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
     assert "error: unrecognized arguments: --no-such-flag 1" in line, line
+
+
+@pytest.mark.parametrize(
+    ("tokens", "env", "model"),
+    [
+        (["VLLM_USE_DEEP_GEMM=0", "vllm", "serve", "/m", "-tp", "8"], {"VLLM_USE_DEEP_GEMM": "0"}, "/m"),
+        (["env", "A=1", "B=x=y", "vllm", "serve", "--model", "/m"], {"A": "1", "B": "x=y"}, "/m"),
+        (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m"], {}, "/m"),
+        (["X=1", "/usr/bin/python", "-m", "vllm.entrypoints.cli.main", "serve", "/m"], {"X": "1"}, "/m"),
+        (["HF_TOKEN=hf_secret", "vllm", "serve", "/m"], {}, "/m"),  # a secret never reaches the probe
+    ],
+)
+def test_a_command_as_recipes_write_it(tokens, env, model):
+    from mtplint.config.serve_args import is_serve_command, serve_env
+
+    assert is_serve_command(tokens)
+    assert serve_env(tokens) == env
+    assert split_command(tokens, "x")[0] == model
+
+
+def test_not_a_serve_command():
+    from mtplint.config.serve_args import is_serve_command
+
+    assert not is_serve_command(["A=1", "./ckpt"]) and not is_serve_command(["python", "-m", "http.server"])
+
+
+def test_the_environment_written_before_the_command_is_probed_and_keyed(tmp_path, monkeypatch):
+    from mtplint.pipeline.serve_command import serve_command
+    from mtplint.probe.runner import ProbeRequest
+
+    monkeypatch.delenv("VLLM_USE_DEEP_GEMM", raising=False)
+    (tmp_path / "config.json").write_text("{}")
+    tokens = ["VLLM_USE_DEEP_GEMM=0", "HF_TOKEN=hf_secret", "vllm", "serve", str(tmp_path), "-tp", "2"]
+    lint = load_settings(tmp_path, {"serve_command": tokens}).lint
+    assert lint.serve_env == (("VLLM_USE_DEEP_GEMM", "0"),)
+    assert lint.serve_argv == (str(tmp_path), "-tp", "2")
+    plain = ProbeRequest(sm=[9, 0], gpu_name="h100", gpu_memory=80)
+    assert "serve_env" not in plain.key_fields() and "vllm_env" not in plain.key_fields()
+    with_env = ProbeRequest(
+        sm=[9, 0], gpu_name="h100", gpu_memory=80, serve_env=dict(lint.serve_env), serve_argv=list(lint.serve_argv)
+    )
+    assert with_env.key_fields()["serve_env"] == {"VLLM_USE_DEEP_GEMM": "0"}
+    monkeypatch.setenv("VLLM_USE_DEEP_GEMM", "1")  # inherited by the child: keyed too
+    assert plain.key_fields()["vllm_env"] == {"VLLM_USE_DEEP_GEMM": "1"}
+    echoed = serve_command(tmp_path, with_env, ["p"])
+    assert "VLLM_USE_DEEP_GEMM=0 vllm serve" in echoed and "hf_secret" not in echoed

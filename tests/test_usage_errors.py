@@ -168,3 +168,13 @@ def test_ctrl_c_while_click_parses_is_exit_130(seed, capsys, monkeypatch):
     monkeypatch.setattr(cli.main, "make_context", interrupted)
     assert mtplint(seed[0]) == 130
     assert capsys.readouterr().err.strip() == "mtplint: interrupted"
+
+
+@pytest.mark.parametrize("command", ["check", "fix"])
+def test_a_command_named_after_its_options(tmp_path, capsys, command):
+    # `mtplint --gpu h100 check -- ...` is `mtplint check --gpu h100 -- ...`: the command's name was
+    # read as a checkpoint path ("./check: no such checkpoint directory", then one per word).
+    missing = tmp_path / "missing"
+    rc = mtplint("--gpu", "h100", command, *(["--", "vllm", "serve"] if command == "check" else []), missing)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [f"mtplint: error: {missing}: no such checkpoint directory"], err

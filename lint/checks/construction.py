@@ -68,6 +68,12 @@ def _absent_package_named(ctx: Context, message: str) -> str | None:
     return None
 
 
+def _one_line(message: str) -> str:
+    # pydantic's and vLLM's multi-line messages ("1 validation error for SpeculativeConfig\n  Value
+    # error, ...") read as one sentence in a finding; the probe report keeps them as raised.
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
 @check(fields=("failed", "model", "error_type", "error", "frame", "module"))
 def construction_failed(ctx: Context, options: None) -> list[Hit]:
     hits = []
@@ -102,7 +108,7 @@ def construction_failed(ctx: Context, options: None) -> list[Hit]:
                     "failed": failed,
                     "model": model,
                     "error_type": err.type,
-                    "error": err.message,
+                    "error": _one_line(err.message),
                     "frame": _frame(err),
                     "module": layer.group(1) if layer else None,
                 },

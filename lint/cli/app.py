@@ -5,6 +5,7 @@ probe failure, 130 interrupted).
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -26,8 +27,20 @@ class DefaultGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version", "-V"):
-            args = ["check", *args]
+            args = [self._named(args) or "check", *args]
         return super().parse_args(ctx, args)
+
+    def _named(self, args: list[str]) -> str | None:
+        """The command a line names after its options (`mtplint --gpu b200 check -- vllm serve ...`),
+        taken out of ARGS; a word before `--` that is a command and no file on disk."""
+        if not args[0].startswith("-"):
+            return None
+        words = args[: args.index("--")] if "--" in args else args
+        for i, word in enumerate(words):
+            if word in self.commands and not os.path.exists(word):
+                del args[i]
+                return word
+        return None
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})

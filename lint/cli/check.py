@@ -97,7 +97,9 @@ def check_cmd(path: tuple[str, ...], **opts: Any) -> None:
     """Lint each PATH (a checkpoint directory or hf://ORG/NAME[@REVISION]) against the probed
     vLLM. Several PATHs give one report per --format and exit with the worst code.
     `mtplint check -- vllm serve PATH FLAGS...` lints the deployment that command starts."""
-    if path[:2] == ("vllm", "serve"):
+    from ..config.serve_args import is_serve_command
+
+    if is_serve_command(path):
         from ..config.serve_args import model_source, split_command
 
         model = split_command(list(path), "vllm serve command")[0]  # positional or --model, as vLLM finds it

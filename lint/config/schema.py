@@ -179,6 +179,7 @@ class LintSettings:
     # Derived by the loader, never given.
     serve_argv: tuple[str, ...] = _derived(())  # the serve command after `vllm serve`, for the probe
     serve_model: str | None = _derived(None)  # its model as read here (the checkpoint linted)
+    serve_env: tuple[tuple[str, str], ...] = _derived(())  # `NAME=VALUE` written before it, for the probe
     serve_draft: str | None = _derived(None)  # its speculative model as written, where it names one
     # Deployment options given on the command line beside a serve command: vLLM's reading must agree.
     serve_pinned: tuple[tuple[str, Any], ...] = _derived(())

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import BadInput
+from ..core.launch_env import is_secret
 from ..core.regular_files import UnreadableFile, read_capped_text
 from ..inventory.remote import hub_spec
 
@@ -34,16 +35,60 @@ PINNABLE = ("tensor_parallel_size", "pipeline_parallel_size", "num_speculative_t
 # JSON in a flag value (--speculative-config, --hf-overrides, ...) nested deeper than this is bad
 # input here: Python's json (mtplint's and vLLM's) fails on ~1,000 levels with a RecursionError.
 MAX_FLAG_NESTING = 64
+_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# `python -m vllm.entrypoints.openai.api_server --model X` (older docs) and the CLI's module.
+_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+_CLI_MODULE = "vllm.entrypoints.cli.main"
+
+
+def split_env(tokens: list[str]) -> tuple[dict[str, str], list[str]]:
+    """A shell's `[env] NAME=VALUE ... vllm serve ...`: the assignments before the command (as
+    recipes write `VLLM_USE_DEEP_GEMM=0 vllm serve ...`), and the command."""
+    rest = list(tokens)
+    if rest[:1] == ["env"] and len(rest) > 1 and _ENV_WORD.match(rest[1]):
+        rest = rest[1:]
+    env: dict[str, str] = {}
+    while rest and _ENV_WORD.match(rest[0]):
+        name, _, value = rest.pop(0).partition("=")
+        env[name] = value
+    return env, rest
+
+
+def is_serve_command(tokens: list[str] | tuple[str, ...]) -> bool:
+    """Whether TOKENS start a vLLM server as people write it: `vllm serve`, behind environment
+    assignments or not, or the OpenAI server module run by Python."""
+    rest = split_env(list(tokens))[1]
+    return rest[:2] == ["vllm", "serve"] or _launcher_words(rest) > 0
+
+
+def _launcher_words(tokens: list[str]) -> int:
+    """How many leading TOKENS are `python -m vllm.entrypoints...` (0: none)."""
+    if len(tokens) >= 3 and re.fullmatch(r"(?:\S*/)?python[\d.]*", tokens[0]) and tokens[1] == "-m":
+        if tokens[2] == _API_SERVER_MODULE:
+            return 3
+        if tokens[2] == _CLI_MODULE and tokens[3:4] == ["serve"]:
+            return 4
+    return 0
+
+
+def serve_env(tokens: list[str]) -> dict[str, str]:
+    """The environment assignments written before a serve command, less secrets (a token on
+    the command line is vLLM's business, never the probe's, and never echoed)."""
+    return {k: v for k, v in split_env(tokens)[0].items() if not is_secret(k)}
 
 
 def split_command(tokens: list[str], where: str) -> tuple[str | None, list[str]]:
-    """(model, argv) of `vllm serve ARGV`: ARGV as written (the `vllm serve` words optional),
-    and its model as vLLM finds it: the first `--model X` (vLLM moves it to the front), else a
-    first token that is not a flag."""
+    """(model, argv) of `vllm serve ARGV`: ARGV as written (the `vllm serve` words optional,
+    environment assignments before them dropped: `serve_env` reads them), and its model as
+    vLLM finds it: the first `--model X` (vLLM moves it to the front), else a first token that
+    is not a flag."""
+    tokens = split_env(tokens)[1]
     if tokens[:2] == ["vllm", "serve"]:
         tokens = tokens[2:]
     elif tokens[:1] == ["serve"]:
         tokens = tokens[1:]
+    elif words := _launcher_words(tokens):
+        tokens = tokens[words:]
     for i, token in enumerate(tokens):
         if _MODEL_FLAG.match(token):
             if token == "--model":
@@ -193,6 +238,8 @@ def folded(values: dict[str, Any], given: dict[str, Any], path: Path) -> dict[st
         model = str(path)  # a serve-args file's command, linted against PATH
         argv = with_model(argv, model)
     out: dict[str, Any] = {"serve_argv": tuple(argv), "serve_model": model}
+    if env := serve_env(tokens):
+        out["serve_env"] = tuple(sorted(env.items()))
     if any(t in ("--trust-remote-code", "--trust_remote_code") for t in argv):
         out["trust_remote_code"] = True
     written, revision = speculative_model(argv)

@@ -18,7 +18,8 @@ def serve_command(path: Path | str, request: Any, patch_ids: list[str]) -> str:
         from ..config.serve_args import with_model
 
         argv = [shlex.quote(a) for a in with_model(list(request.serve_argv), str(path))]
-        return " ".join([f"MTPLINT_PATCHES={','.join(patch_ids)}", "vllm", "serve", *argv])
+        env = [f"{k}={shlex.quote(v)}" for k, v in sorted(getattr(request, "serve_env", {}).items())]
+        return " ".join([f"MTPLINT_PATCHES={','.join(patch_ids)}", *env, "vllm", "serve", *argv])
     parts = [
         f"MTPLINT_PATCHES={','.join(patch_ids)}",
         "vllm",

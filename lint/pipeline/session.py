@@ -341,6 +341,7 @@ def _request(
         memory_limit=memory_limit,
         speculative=speculative_request(s, draft, python),
         serve_argv=list(s.serve_argv or []),
+        serve_env=dict(s.serve_env),
         draft_inventory=draft[0] if draft else None,
         serve_model=s.serve_model,
     )

@@ -258,6 +258,9 @@ class Request:
     serve_argv: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)
     # An AMD GPU's gfx architecture (`gfx942`): vLLM's ROCm platform is probed. Empty: CUDA.
     arch: str = field(default="", metadata=OMIT_EMPTY)
+    # The environment the serve command was written with (`VLLM_USE_DEEP_GEMM=0 vllm serve ...`):
+    # the probe child runs with it, as the server would.
+    serve_env: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
 
     def platform(self) -> dict[str, Any]:
         """The part of a request that is fixed at import time: the GPU the platform shim stands in

@@ -87,7 +87,17 @@ class ProbeRequest(Request):
         else:
             # vLLM's ROCm switches (VLLM_ROCM_USE_AITER...) change what the probe reports there.
             key["rocm_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("VLLM_ROCM_")}
+        if not key["serve_env"]:
+            del key["serve_env"]  # keys from before serve commands' environments stay the same
+        # The child inherits mtplint's environment: a VLLM_* switch set there is probed too.
+        if inherited := {k: v for k, v in sorted(os.environ.items()) if _keyed_switch(k)}:
+            key["vllm_env"] = inherited
         return {**key, "sm": list(self.sm), "patches": sorted(self.patches)}
+
+
+def _keyed_switch(name: str) -> bool:
+    # ROCm's are keyed on AMD GPUs only (rocm_env); the logging ones change no finding.
+    return name.startswith("VLLM_") and not name.startswith(("VLLM_ROCM_", "VLLM_LOGGING_", "VLLM_CONFIGURE_LOGGING"))
 
 
 def _package_dir() -> Path:
@@ -279,6 +289,7 @@ def _run_child(
     req_file, report_file = tmp / "request.json", tmp / "report.json"
     req_file.write_text(json.dumps(req.to_json()))
     env = _child_env(tmp, tensors_file)
+    env.update(request.serve_env)  # as the server would run: `VLLM_X=1 vllm serve ...`
     # Absolute: the child starts in `tmp`, where a relative interpreter path means nothing.
     python = os.path.abspath(request.python) if request.python else sys.executable
     cmd = [python, "-m", "mtplint.probe.child", str(req_file), str(report_file)]
