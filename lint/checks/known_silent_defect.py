@@ -24,6 +24,8 @@ class DefectOptions:
     # absent: any) and
     # `severity` (absent: the rule's). Wrong output or NaN is an error; an acceptance near zero
     # is a warning: the target still verifies every token, only the speed-up is lost.
+    # `avoided_by` (absent: nothing): the workarounds as the probed vLLM reads them off the
+    # command (report.served_with), each a set of switches; a deployment with one is spared.
     defects: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -45,7 +47,7 @@ def known_silent_defect(ctx: Context, options: DefectOptions) -> list[Hit]:
         return []
     hits: list[Hit] = []
     for row in options.defects:
-        if not row_applies(ctx, row, n, method):
+        if not row_applies(ctx, row, n, method) or _worked_around(ctx, row):
             continue
         hits.append(
             Hit(
@@ -67,3 +69,8 @@ def known_silent_defect(ctx: Context, options: DefectOptions) -> list[Hit]:
             )
         )
     return hits
+
+
+def _worked_around(ctx: Context, row: dict[str, Any]) -> bool:
+    served = ctx.report.served_with
+    return any(all(served.get(k) == v for k, v in way.items()) for way in row.get("avoided_by", []))

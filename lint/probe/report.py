@@ -373,6 +373,9 @@ class ProbeReport:
     # The probed vLLM's argument parser rejected the user's serve command: its own message.
     serve_args_rejected: str = field(default="", metadata=OMIT_EMPTY)
     models: dict[str, ModelInfo] = field(default_factory=dict)  # "target"/"draft" -> what was chosen
+    # The switches vLLM read from the command that forward-pass defects depend on
+    # (probe/child/switches.py: enforce_eager, attention_backend). Empty: not read (older reports).
+    served_with: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
     draft_hf_config: dict[str, Any] | None = None
     quant: Quant | None = None
     construction_errors: dict[str, ErrorRecord] = field(default_factory=dict)  # model -> why it failed to build

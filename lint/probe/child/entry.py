@@ -99,7 +99,7 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
     import vllm
 
     from .. import phases
-    from . import construct, engine_config, kernels, matchers, runtime_shim
+    from . import construct, engine_config, kernels, matchers, runtime_shim, switches
     from .patches_bridge import apply_patches
 
     report = ProbeReport(
@@ -131,6 +131,7 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
     report.request = request.modelled()  # what vLLM read: TP, PP, N, the method it resolved
     separate = bool(request.draft_config_dir)  # a draft from its own checkpoint (--draft)
     _record_construction(report, built, separate)
+    report.served_with = switches.read(built.vllm_config)
     _dry_run_loads(report, built, request, separate)
     _record_wiring(report, built, timings)
     _record_exclusions(report, built, consultations, separate, timings)
