@@ -228,3 +228,27 @@ def test_new_errors_compare_rule_and_key_not_message():
     ]
     depth0 = Change(fix="set-mtp-depth", file="config.json", summary="", expects={"MTP009": "depth 0"})
     assert [g.id for g in new_errors(before, after, [depth0])] == ["MTP005:x", "MTP008:t"]
+
+
+@pytest.mark.probe
+def test_after_a_rollback_the_runtime_patch_is_named_not_the_fix_just_undone(tmp_path, monkeypatch):
+    """MiniMax-M3-MXFP8 with a BF16 MTP layer: ModelOpt matches `ignored_layers` as substrings, and
+    the draft's names (`model.layers.0.self_attn.qkv_proj`) are substrings of the trunk's layer 0
+    (`language_model.model.layers.0...`), so no entry excludes the one without the other: the
+    re-lint rolls the fix back (MTP003 on layer 0). What is left must point at the runtime patch;
+    it pointed at `mtplint fix --only ignore-unquantized-mtp-block`, the fix just undone."""
+    monkeypatch.setenv("MTPLINT_CACHE_DIR", str(tmp_path / "cache"))
+    ckpt = tmp_path / "ckpt"
+    subprocess.run(
+        ["cp", "-r", "--sparse=always", str(cached_build("minimax-m3-mxfp8-mtp-bf16")), str(ckpt)], check=True
+    )
+    before = state(ckpt)
+    res = run_fix(ckpt)
+    assert res.exit_code == 1, res.output
+    assert state(ckpt) == before
+    assert "rolled back ignore-unquantized-mtp-block" in res.output
+    left = res.output.split("every file is as it was before the fix")[1]
+    assert "-> mtplint fix" not in left, left
+    assert (
+        "-> runtime patch draft-unquantized-mtp-block: MTPLINT_PATCHES=draft-unquantized-mtp-block vllm serve" in left
+    )

@@ -99,7 +99,7 @@ def _lint_plan_apply(path: Path, s: Settings, only: list[str] | None) -> int:
         click.echo("nothing to write")
         list_failing(failing, leaves)
         return EXIT_FINDINGS if failing else EXIT_OK
-    return report_outcome(apply_checked(LocalTarget(root, path, s, say), before, plans, _say), s)
+    return report_outcome(apply_checked(LocalTarget(root, path, s, say), before, plans, _say), s, only)
 
 
 def _say(msg: str) -> None:

@@ -23,18 +23,33 @@ def counts(findings: list[Finding]) -> str:
     )
 
 
-def list_failing(findings: list[Finding], leaves: set[str], expects: dict[str, str] | None = None) -> None:
+def list_failing(
+    findings: list[Finding],
+    leaves: set[str],
+    expects: dict[str, str] | None = None,
+    tried: frozenset[str] | None = frozenset(),
+) -> None:
+    """Each finding left, with what may still resolve it: an artifact fix this run has not tried
+    (`tried`; None: every fix was), else the runtime patch: never the fix just undone, again."""
     for f in findings:
         kept = "  [kept on purpose]" if f.id in leaves else ""
         click.echo(f"  {f.code} {f.severity:<7} {terminal_safe(f.message.strip())}{kept}")
+        untried = [] if tried is None else [a for a in f.fixes.artifact if a not in tried]
         if expects and f.code in expects:
             click.echo(f"      expected: {terminal_safe(expects[f.code])}")
-        elif f.fixes.artifact and not kept:
-            click.echo(f"      -> mtplint fix --only {','.join(f.fixes.artifact)}")
+        elif kept:
+            continue
+        elif untried:
+            click.echo(f"      -> mtplint fix --only {','.join(untried)}")
+        elif f.fixes.patches:
+            ids = ",".join(f.fixes.patches)
+            serve = terminal_safe(f.fixes.serve or f"MTPLINT_PATCHES={ids} vllm serve ...")
+            click.echo(f"      -> runtime patch {ids}: {serve}")
 
 
-def report_outcome(outcome: Any, s: Settings) -> int:
-    """What was rolled back and why, then the lint of what was kept; exit 1 after any rollback."""
+def report_outcome(outcome: Any, s: Settings, only: list[str] | None = None) -> int:
+    """What was rolled back and why, then the lint of what was kept; exit 1 after any rollback.
+    A finding left names no fix this run already tried (`only`, or every fix)."""
     from ..fixer.pipeline import blocking
 
     if not outcome.wrote:
@@ -56,7 +71,8 @@ def report_outcome(outcome: Any, s: Settings) -> int:
         click.echo("every file is as it was before the fix")
     label = "re-lint" if kept else "lint"
     click.echo(f"{label}: {counts(outcome.final.findings)}")
-    list_failing(outcome.final.findings, leaves, {k: v for c in kept for k, v in c.expects.items()})
+    tried = frozenset(only) if only else None
+    list_failing(outcome.final.findings, leaves, {k: v for c in kept for k, v in c.expects.items()}, tried)
     remaining = [f for f in blocking(outcome.final.findings, s.lint.fail_on) if f.id not in leaves]
     return EXIT_FINDINGS if remaining or outcome.rolled_back else EXIT_OK
 

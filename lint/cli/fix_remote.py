@@ -46,7 +46,7 @@ def fix_remote(path: Path, s: Settings, only: list[str] | None) -> int:
         overlay = Path(tmp)
         copy_small_files(before.inventory.root, overlay)
         outcome = apply_checked(HubTarget(path, s, before, out_dir, overlay), before, plans, _say)
-        code = report_outcome(outcome, s)
+        code = report_outcome(outcome, s, only)
     if outcome.kept:
         repo = origin.removeprefix("hf://")
         click.echo(
