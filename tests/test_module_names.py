@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mtplint.checks.exclusion_entries import ModuleNames
 
@@ -11,7 +11,9 @@ _NAME = st.lists(
 ).map(".".join)
 
 
-@settings(max_examples=300)
+# Timing is not what this tests: on a shared 2-core machine under load, hypothesis's
+# too_slow health check and per-example deadline failed runs whose property held.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sets(_NAME, max_size=20), st.lists(_NAME, max_size=8))
 def test_ending_with_is_the_scan(names, entries):
     index = ModuleNames(names)
