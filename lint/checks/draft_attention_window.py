@@ -5,9 +5,9 @@ built draft resolved (the probe records each one).
 
 A draft model class that does not pass `per_layer_sliding_window` leaves Attention to fall back to
 `cache_config.sliding_window`, which comes from the target (speculators #684): Qwen3 EAGLE-3 drafts
-before 0.26.0 (vllm #47568; read in the 0.24.0 and 0.25.1 sources), DFlash drafts before the
-release whose qwen3_dflash.py resolves layer types (absent in 0.20.2, present in 0.25.1). The
-release's own model code decides here, no version table."""
+before 0.26.0 (vllm #47568; read in the 0.24.0 and 0.25.1 sources), DFlash drafts before 0.25.1
+(qwen3_dflash.py passes no per-layer window in the 0.20.2-0.24.0 sources). The release's own model
+code decides here, no version table."""
 
 from __future__ import annotations
 
