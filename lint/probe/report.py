@@ -377,6 +377,9 @@ class ProbeReport:
     # (probe/child/switches.py: enforce_eager, attention_backend). Empty: not read (older reports).
     served_with: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
     draft_hf_config: dict[str, Any] | None = None
+    # The draft's attention layers (construction prefix) -> the sliding window vLLM built each
+    # with (None: full attention): what the release made of the draft's layer_types/sliding_window.
+    draft_attention_windows: dict[str, int | None] = field(default_factory=dict, metadata=OMIT_EMPTY)
     quant: Quant | None = None
     construction_errors: dict[str, ErrorRecord] = field(default_factory=dict)  # model -> why it failed to build
     decisions: list[Decision] = field(default_factory=list)

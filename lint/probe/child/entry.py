@@ -165,6 +165,8 @@ def _record_construction(report: ProbeReport, built: Any, separate: bool) -> Non
         for k, v in hf.to_dict().items()
         if isinstance(v, (int, float, str, bool, type(None), list)) and k != "_name_or_path"
     }
+    # A separate draft only: an MTP block belongs to its target's config, and recorded MTP reports stay as they were.
+    report.draft_attention_windows = _attention_windows(built.draft) if separate else {}
     report.quant = Quant(
         method=built.vllm_config.model_config.quantization,
         config_class=type(built.vllm_config.quant_config).__name__
@@ -180,6 +182,24 @@ def _record_construction(report: ProbeReport, built: Any, separate: bool) -> Non
     for stage in built.target_stages() if built.target is not None else []:
         target_params.update(_params(stage))
     report.params = {"target": target_params, "draft": _params(built.draft)}
+
+
+def _attention_windows(model: Any) -> dict[str, int | None]:
+    """Each attention layer's sliding window as vLLM's Attention resolved it (the per-layer
+    window the model passed, else the cache config's, which comes from the target)."""
+    if model is None:
+        return {}
+    out: dict[str, int | None] = {}
+    for name, module in model.named_modules():
+        # vLLM's Attention layer (the KV-cache owner, every release) holds layer_name and the
+        # resolved sliding_window.
+        window = getattr(module, "sliding_window", "absent")
+        if window == "absent" or not isinstance(getattr(module, "layer_name", None), str):
+            continue
+        out[name] = window if isinstance(window, int) and not isinstance(window, bool) else None
+    # Some draft classes keep the window and layer name on their own attention wrapper too
+    # (DFlashQwen3Attention): the innermost module is the Attention layer that owns the KV cache.
+    return {name: w for name, w in out.items() if not any(other.startswith(name + ".") for other in out)}
 
 
 def _record_wiring(report: ProbeReport, built: Any, timings: dict[str, float]) -> None:
