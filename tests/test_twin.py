@@ -216,6 +216,7 @@ def _twin_cli(*args):
     return subprocess.run([sys.executable, "-m", "mtplint", "twin", *map(str, args)], capture_output=True, text=True)
 
 
+@pytest.mark.slow  # three `python -m mtplint` children
 def test_twin_out_that_cannot_hold_a_twin_is_bad_input_in_one_line(tmp_path):
     src = _tiny_mimo(tmp_path / "tiny")
     (tmp_path / "file").write_text("x")
@@ -239,6 +240,7 @@ def test_twin_out_that_cannot_hold_a_twin_is_bad_input_in_one_line(tmp_path):
         locked.chmod(0o700)
 
 
+@pytest.mark.slow  # a `python -m mtplint` child
 def test_absurd_layer_count_is_bad_input_not_a_one_layer_twin(tmp_path):
     src = _tiny_mimo(tmp_path / "tiny", hidden=512)
     cfg = json.loads((src / "config.json").read_text())
@@ -290,6 +292,8 @@ def test_verify_serves_the_deployment_a_serve_command_starts(tmp_path):
     assert "linted, not served" in v["engine"]["note"]
 
 
+@pytest.mark.probe  # the lint probes the target and its draft with the real vLLM
+@pytest.mark.slow
 def test_verify_of_a_separate_draft_is_linted_and_says_the_engine_did_not_serve_it(tmp_path):
     target, draft = cached_build("llama31-8b-instruct-fp8-dynamic"), cached_build("eagle3-llama31-8b")
     spec = json.dumps({"method": "eagle3", "model": str(draft), "num_speculative_tokens": 2})
