@@ -101,7 +101,8 @@ def main(request_path: str, result_path: str) -> int:
         t1 = time.perf_counter()
         llm = LLM(
             model=req["model"],
-            speculative_config={"method": "mtp", "num_speculative_tokens": req["n"]},
+            # The checkpoint's own MTP block, or the method (and separate draft) verify was given.
+            speculative_config={**(req.get("speculative") or {"method": "mtp"}), "num_speculative_tokens": req["n"]},
             max_model_len=req.get("max_model_len", 256),
             max_num_seqs=1,
             enforce_eager=True,

@@ -104,7 +104,10 @@ def serve(
     tp: int = 1,
     max_tokens: int = 16,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    speculative: dict[str, str] | None = None,
 ) -> Outcome:
+    """speculative: {"method": M} and, for a separate draft, {"model": DIR} (None: the
+    checkpoint's own MTP block)."""
     with tempfile.TemporaryDirectory(prefix="mtplint-engine-") as tmp:
         req, res = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request = {
@@ -114,6 +117,7 @@ def serve(
             "prompt": prompt,
             "max_tokens": max_tokens,
             "tp": tp,
+            "speculative": speculative,
         }
         req.write_text(json.dumps(request))
         # Scrubbed as the probe's (core.launch_env): the engine runs the twin's and, with
