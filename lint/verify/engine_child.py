@@ -136,7 +136,13 @@ def main(request_path: str, result_path: str) -> int:
     t2 = time.perf_counter()
     params = SamplingParams(temperature=0.0, max_tokens=req.get("max_tokens", 16), ignore_eos=True, detokenize=False)
     prompts: list = [{"prompt_token_ids": req.get("prompt", [1, 2, 3, 4])}]
-    outs = llm.generate(prompts, params, use_tqdm=False)
+    try:
+        outs = llm.generate(prompts, params, use_tqdm=False)
+    except Exception as exc:  # started, then died drafting or decoding: what the engine measured
+        root = _root(exc)
+        result["run_error"] = {"type": type(root).__name__, "message": str(root)[:2000], "where": _where(root)}
+        _write(result_path, result)
+        return 0
     result["timings"]["generate"] = round(time.perf_counter() - t2, 2)
     result["tokens"] = list(outs[0].outputs[0].token_ids)
     result["counters"] = _counters(llm)

@@ -67,6 +67,7 @@ class Outcome:
     accepted: int = 0
     per_position: list[float] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    run_error: dict[str, Any] | None = None  # started, then raised generating
 
     @property
     def acceptance(self) -> float | None:
@@ -91,6 +92,7 @@ def outcome(raw: dict[str, Any]) -> Outcome:
         accepted=int(_counter(c, "num_accepted_tokens") or 0),
         per_position=[round(v / drafts, 4) if drafts else 0.0 for v in per_pos],
         timings=raw.get("timings") or {},
+        run_error=raw.get("run_error"),
     )
 
 

