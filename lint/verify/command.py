@@ -31,6 +31,17 @@ from ..core.exit_guard import guarded
     help="TP of the lint and of the engine (one CPU core or more per worker).",
 )
 @click.option("--gpu", help="GPU of the lint (the engine runs on the CPU).")
+@click.option(
+    "--draft",
+    metavar="PATH",
+    help="A draft served from its own checkpoint, as `mtplint check --draft`: linted for PATH, and served "
+    "with it where both are small enough to serve as they are.",
+)
+@click.option(
+    "--method",
+    metavar="METHOD",
+    help="Speculative method, as `mtplint check --method` (of --draft, or a drafter PATH carries; mtp by default).",
+)
 @click.option("--trust-remote-code", is_flag=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--engine-python", type=click.Path(exists=True, dir_okay=False), help="A Python with vLLM to serve on.")
@@ -43,6 +54,8 @@ def verify_cmd(
     n: int | None,
     tp: int | None,
     gpu: str | None,
+    draft: str | None,
+    method: str | None,
     trust_remote_code: bool,
     fmt: str,
     engine_python: str | None,
@@ -63,6 +76,8 @@ def verify_cmd(
             "vllm_commit": vllm_commit,
             "tensor_parallel_size": tp,
             "gpu": gpu,
+            "draft": draft,
+            "method": method,
             "trust_remote_code": trust_remote_code,
             "serve_command": serve_command,
         }

