@@ -96,7 +96,13 @@ def one(name: str, make, a) -> str:
         src = make(tmp)
         t = build(src, tmp / "twin")
         note = f" ({t.note})" if t.note else ""
-        print(f"ok     {name}: {t.tensors} tensors{note}", flush=True)
+        size = sum(f.stat().st_blocks * 512 for f in t.path.iterdir() if f.is_file())
+        hidden = ""
+        if t.plan is not None:
+            h, h2 = t.plan.hidden
+            hidden = f", hidden {h} -> {h2}" + (" (NOT SHRUNK)" if h2 >= h and h > 256 else "")
+        big = " (OVER 300 MB)" if size > 300 * 2**20 else ""
+        print(f"ok     {name}: {t.tensors} tensors, {size / 2**20:.1f} MB{big}{hidden}{note}", flush=True)
         if a.probe:
             print(f"       probe: {probe_twin(t.path)}", flush=True)
         return "ok"
@@ -118,6 +124,7 @@ def one(name: str, make, a) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only")
+    ap.add_argument("--skip", action="append", default=[], help="leave out the cases whose name holds this")
     ap.add_argument("--from", dest="start", help="skip the cases before this one")
     ap.add_argument("--real-only", action="store_true")
     ap.add_argument("--fixtures-only", action="store_true")
@@ -139,7 +146,7 @@ def main() -> int:
         cases = cases[[n for n, _ in cases].index(a.start) :]
     counts = {"ok": 0, "limit": 0, "fail": 0}
     for name, make in cases:
-        if a.only and a.only not in name:
+        if (a.only and a.only not in name) or any(s in name for s in a.skip):
             continue
         counts[one(name, make, a)] += 1
     ok, limit, fail = counts["ok"], counts["limit"], counts["fail"]

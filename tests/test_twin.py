@@ -182,7 +182,6 @@ def test_tiny_checkpoint_is_served_as_it_is(tmp_path):
         "glm5-nvfp4-mtp-head-omitted",  # two config sizes equal (2048), NVFP4 packed
         "qwen3-next-bf16-official",  # GDN conv1d and in_proj_qkvz
         "qwen35-bf16-official",  # vision tower, GDN, gated attention
-        "dsv4-flash-official",  # hidden = 2 x moe = 4 x q_lora
         "dflash-llama31-8b",  # fc over five hidden states
         "step3p5-bf16-official",
     ],
@@ -209,7 +208,24 @@ def test_structure_twin_for_layouts_a_value_map_cannot_shrink(recipe, tmp_path):
         v = twin.plan.config["vision_config"]
         assert v["depth"] == 1 and v["out_hidden_size"] == cfg["hidden_size"]
         assert not any(".visual.blocks.1." in n for n in t)
-    shutil.rmtree(twin.path)  # real data: DeepSeek-V4-Flash's twin is 6.7 GB (its hidden size is kept)
+    index = twin.path / "model.safetensors.index.json"
+    if index.is_file():  # every shard the twin writes is one its index names (none of dropped layers only)
+        weight_map = json.loads(index.read_text())["weight_map"]
+        assert set(t) == set(weight_map)
+        assert {f.name for f in twin.path.glob("*.safetensors")} == set(weight_map.values())
+    shutil.rmtree(twin.path)
+
+
+def test_dsv4_flash_hidden_shrinks_and_an_ambiguous_head_count_is_a_named_limit(tmp_path):
+    """DeepSeek-V4-Flash: 64 indexer heads equal the 64 rope dims by coincidence; resolving that
+    gave hidden 4096 back (a 6.7 GB twin whose attn_sink still had 64 rows for 2 heads)."""
+    from fixtures import layouts
+
+    p = shrink.plan(json.loads((layouts.FAMILIES_DIR / "deepseek_v4_flash" / "config.json").read_text()))
+    assert p.hidden == (4096, 512) and shrink.text_config(p.config)["moe_intermediate_size"] == 256
+    with pytest.raises(shrink.TwinLimit, match=r"attn_sink: dimension 64 is two config sizes"):
+        build(cached_build("dsv4-flash-official"), tmp_path / "t", as_is=False)
+    assert not any((tmp_path / "t").glob("*.safetensors"))
 
 
 def _twin_cli(*args):

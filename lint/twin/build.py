@@ -78,7 +78,8 @@ def _leaf_shape(name: str, leaf: str, t: TensorInfo, src: tuple[int, ...], new: 
         return new if leaf == "weight" else tuple(t.shape)
     if leaf == "g_idx":
         return (new[1],)
-    if leaf.startswith("weight_") and len(t.shape) == 2 and len(src) == 2:
+    # DeepSeek-V4 names its block scales bare `.scale`: a 2-D scale beside a weight is one too.
+    if (leaf.startswith("weight_") or leaf == "scale") and len(t.shape) == 2 and len(src) == 2:
         bo, bi = math.ceil(src[0] / t.shape[0]), math.ceil(src[1] / t.shape[1])
         return (math.ceil(new[0] / bo), math.ceil(new[1] / bi))
     return p.shape(f"{name}.{leaf}", tuple(t.shape), t.dtype)
@@ -231,6 +232,10 @@ def _write(inv: Inventory, p: shrink.Plan, shards: dict[str, dict[str, torch.Ten
     weight_map: dict[str, str] = {}
     total = 0
     for file, tensors in shards.items():
+        if not tensors:
+            # A shard of dropped layers only: written, it is a file the index never names (MTP015
+            # on the twin itself), and vLLM would not read it anyway.
+            continue
         save_file({k: v.contiguous() for k, v in sorted(tensors.items())}, str(out / file), metadata={"format": "pt"})
         for name, t in tensors.items():
             weight_map[name] = file

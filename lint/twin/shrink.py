@@ -260,17 +260,25 @@ def _tied(src: Any, tgt: dict[str, Any], resolved: Any = ()) -> None:
 
 
 def _give_way(src: Any, tgt: dict[str, Any], hd: int, scale: dict[str, float]) -> bool:
-    """Resolve the first source size that maps to two twin sizes; False where none is left or
-    the free sizes involved have no common factor (the size stays ambiguous)."""
+    """Resolve the first source size that maps to two twin sizes and can be resolved; False
+    where none can (those sizes stay ambiguous: no common factor, or a coincidence)."""
     prio = {f: i for i, (f, _) in enumerate(_FREE)}
     by_size: dict[int, list[tuple[int, str | None, int]]] = {}
     for (s, _f, _k), (t, f, k) in zip(_terms(src, hd), _terms(tgt, hd), strict=True):
         if s:
             by_size.setdefault(s, []).append((t, f, k))
-    conflict = next(((s, it) for s, it in by_size.items() if len({t for t, _, _ in it}) > 1), None)
-    if conflict is None:
+    conflicts = [(s, it) for s, it in by_size.items() if len({t for t, _, _ in it}) > 1]
+    return any(_give_way_one(src, tgt, s, items, scale, prio) for s, items in conflicts)
+
+
+def _give_way_one(
+    src: Any, tgt: dict[str, Any], s: int, items: list[tuple[int, str | None, int]], scale: dict[str, float], prio: Any
+) -> bool:
+    if all(f is None or (f in _COUNTS and k == 1) for _, f, k in items) and any(f is None for _, f, _ in items):
+        # A head count equal to a kept size (DeepSeek-V4's 64 indexer heads and 64 rope dims)
+        # is a coincidence, not a relation: resolving it would give every size that shares the
+        # count's factor back its source width (the hidden size kept at 4096).
         return False
-    s, items = conflict
     fixed = [t for t, f, _ in items if f is None]
     ref = fixed[0] if fixed else min(items, key=lambda it: prio[it[1] or ""])[0]
     factor = s / ref
