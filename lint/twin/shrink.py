@@ -63,6 +63,10 @@ class Plan:
     hidden: tuple[int, int] = (0, 0)  # (source, twin) hidden size
     vision_blocks: int = 1  # vision tower blocks kept (0..N-1)
     kept: set[int] = field(default_factory=set)  # source sizes no config field explains: kept as shipped
+    # Twin tensor -> its shape as vLLM's construction of the twin's config gives it (flow.py)
+    overrides: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    guess: bool = False  # an ambiguous size takes its smaller twin size (the weight flow corrects it)
+    guessed: set[str] = field(default_factory=set)  # tensors that took a guessed size
 
     def rename(self, name: str) -> str | None:
         """The twin's name for a source tensor, or None where its layer is dropped."""
@@ -76,6 +80,9 @@ class Plan:
         return None if new is None else f"{m.group(1)}{new}.{name[m.end() :]}"
 
     def shape(self, name: str, shape: tuple[int, ...], dtype: str | None = None) -> tuple[int, ...]:
+        twin = self.rename(name)
+        if twin in self.overrides:
+            return self.overrides[twin]
         if _VISION_PREFIX.search(name):
             # A vision tower keeps its own widths; only its output (the text hidden size) follows.
             h, h2 = self.hidden
@@ -96,6 +103,9 @@ class Plan:
         return self._dim(name, d, True)
 
     def _dim(self, name: str, d: int, packed: bool) -> int:
+        if d in self.ambiguous and self.guess:
+            self.guessed.add(name)
+            return min(self.ambiguous[d])
         if d in self.ambiguous:
             raise TwinLimit(
                 f"{name}: dimension {d} is two config sizes that the twin cannot shrink alike "
