@@ -29,6 +29,15 @@ REAL_LAYOUTS = {
     "qwen35-moe-reap-18b": ("qwen35_moe", None),
     "qwen35-moe-reap-25b": ("qwen35_moe", None),
     "qwen36-27b-fp8": ("qwen35", None),
+    # Layouts like those users publish from these: other expert counts (REAP-style pruning),
+    # a renamed fine-tune with a resized vocabulary, other widths and head counts.
+    "deepseek-r1@experts-192": ("deepseek_v3", {"n_routed_experts": 192}),
+    "deepseek-r1@heads-64-qlora-1024": ("deepseek_v3", {"num_attention_heads": 64, "q_lora_rank": 1024}),
+    "qwen35-moe-reap-18b@experts-96": ("qwen35_moe", {"num_experts": 96}),
+    "qwen35-moe-reap-25b@hidden-4096": ("qwen35_moe", {"hidden_size": 4096, "moe_intermediate_size": 1024}),
+    "qwen36-27b-fp8@finetune-vocab-151936": ("qwen35", {"vocab_size": 151936, "_name_or_path": "me/qwen36-ft"}),
+    "glm-5.1@experts-160-heads-32": ("glm5", {"n_routed_experts": 160, "num_attention_heads": 32}),
+    "mimo-7b-kor@hidden-2048": ("mimo", {"hidden_size": 2048, "intermediate_size": 5632}),
 }
 
 
@@ -36,8 +45,12 @@ def real_layout(slug: str, dest: Path) -> Path:
     from fixtures import layouts
     from fixtures.sparse import write_shard_groups
 
-    family, _ = REAL_LAYOUTS[slug]
+    family, edits = REAL_LAYOUTS[slug]
+    slug = slug.split("@")[0]
     cfg = json.loads((REAL / slug / "config.json").read_text())
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    for key, value in (edits or {}).items():
+        (cfg if key.startswith("_") else text)[key] = value
     flat = "text_config" not in cfg and family == "qwen35_moe"
     gen_cfg = {"text_config": cfg, "vision_config": None} if flat else cfg
     if flat:  # the REAP exports: a flat text config, no vision tower

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -351,3 +352,35 @@ def test_torchvision_stand_in_binds_what_imports_need_and_raises_on_use():
     proc = subprocess.run([sys.executable, "-c", code, STANDINS], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "torchvision.transforms.v2.functional.resize: torchvision is a stand-in" in proc.stdout
+
+
+_REAL = Path(__file__).resolve().parents[1].parent / "shared" / "real-checkpoints"
+
+
+def _real_config(slug: str, **edits):
+    cfg = json.loads((_REAL / slug / "config.json").read_text())
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    text.update(edits)
+    return cfg
+
+
+def test_sizes_that_only_share_a_shrink_factor_do_not_move_together():
+    """A Qwen3.5 MoE layout at hidden 4096: the shared expert's 512 equals 2 KV heads x 256; on
+    main that pulled the hidden size (which only had the same factor, 16) up to 2048."""
+    p = shrink.plan(_real_config("qwen35-moe-reap-25b", hidden_size=4096, moe_intermediate_size=1024))
+    t = shrink.text_config(p.config)
+    assert p.hidden == (4096, 256)
+    assert t["shared_expert_intermediate_size"] == t["num_key_value_heads"] * t["head_dim"]
+    assert t["moe_intermediate_size"] == 2 * t["shared_expert_intermediate_size"]
+
+
+@pytest.mark.parametrize(
+    "slug, edits",
+    [("deepseek-r1", {"num_attention_heads": 64}), ("glm-5.1", {"n_routed_experts": 160, "num_attention_heads": 32})],
+)
+def test_mla_export_with_pruned_heads_gets_a_twin(slug, edits):
+    """MLA reads one latent KV head: num_key_value_heads left above a pruned head count is no
+    reason for 'heads cannot share KV heads' (main: TwinLimit)."""
+    p = shrink.plan(_real_config(slug, **edits))
+    t = shrink.text_config(p.config)
+    assert t["num_key_value_heads"] == t["num_attention_heads"] and p.hidden[1] == 256 and not p.ambiguous

@@ -259,7 +259,11 @@ def _twin_sizes(src: Any, base: int = HEADS) -> dict[str, int]:
 def _tied(src: Any, tgt: dict[str, Any], resolved: Any = ()) -> None:
     """Counts that follow another: KV heads (all heads or one group), GDN key heads (the ratio)."""
     heads, kv = _int(src, "num_attention_heads"), _int(src, "num_key_value_heads")
-    if heads and kv and "num_key_value_heads" in tgt and "num_key_value_heads" not in resolved:
+    if _int(src, "kv_lora_rank") and heads and kv and "num_key_value_heads" in tgt:
+        # MLA: vLLM reads one latent KV head whatever num_key_value_heads says (an export with
+        # pruned heads may leave it above the head count); the twin keeps it equal to the heads.
+        tgt["num_key_value_heads"] = tgt["num_attention_heads"]
+    elif heads and kv and "num_key_value_heads" in tgt and "num_key_value_heads" not in resolved:
         f = heads / tgt["num_attention_heads"]
         tgt["num_key_value_heads"] = (
             tgt["num_attention_heads"] if kv == heads else max(1, int(kv / f) if kv % f == 0 else 1)
@@ -269,7 +273,7 @@ def _tied(src: Any, tgt: dict[str, Any], resolved: Any = ()) -> None:
         tgt["linear_num_key_heads"] = max(1, tgt["linear_num_value_heads"] // (nv // nk))
 
 
-def _give_way(src: Any, tgt: dict[str, Any], hd: int, scale: dict[str, float]) -> bool:
+def _give_way(src: Any, tgt: dict[str, Any], hd: int, scale: dict[str, tuple[float, int]]) -> bool:
     """Resolve the first source size that maps to two twin sizes and can be resolved; False
     where none can (those sizes stay ambiguous: no common factor, or a coincidence)."""
     prio = {f: i for i, (f, _) in enumerate(_FREE)}
@@ -282,7 +286,12 @@ def _give_way(src: Any, tgt: dict[str, Any], hd: int, scale: dict[str, float]) -
 
 
 def _give_way_one(
-    src: Any, tgt: dict[str, Any], s: int, items: list[tuple[int, str | None, int]], scale: dict[str, float], prio: Any
+    src: Any,
+    tgt: dict[str, Any],
+    s: int,
+    items: list[tuple[int, str | None, int]],
+    scale: dict[str, tuple[float, int]],
+    prio: Any,
 ) -> bool:
     if all(f is None or (f in _COUNTS and k == 1) for _, f, k in items) and any(f is None for _, f, _ in items):
         # A head count equal to a kept size (DeepSeek-V4's 64 indexer heads and 64 rope dims)
@@ -293,15 +302,20 @@ def _give_way_one(
     ref = fixed[0] if fixed else min(items, key=lambda it: prio[it[1] or ""])[0]
     factor = s / ref
     fields = {f for _, f, _ in items if f is not None}
-    group = fields | {g for g, k in scale.items() if any(scale.get(f) == k for f in fields)}
+    # The sizes linked to these by an earlier conflict move with them; sizes that only happen to
+    # share a factor do not (Qwen3.5 MoE at hidden 4096: the shared expert's 512, equal to 2 KV
+    # heads x 256, took the hidden size to 2048 with it: a 2.2 GB twin).
+    ids = {scale[f][1] for f in fields if f in scale}
+    group = fields | {g for g, (_, gid) in scale.items() if gid in ids}
     new = {g: _int(src, g) / factor for g in group}  # type: ignore[operator]
     if "linear_num_value_heads" in group and _int(src, "linear_num_key_heads"):
         new["linear_num_key_heads"] = _int(src, "linear_num_key_heads") / factor  # type: ignore[operator]
     if any(v < 1 or v != int(v) for v in new.values()) or all(tgt.get(g) == int(v) for g, v in new.items()):
         return False
+    gid = min(ids) if ids else 1 + max((i for _, i in scale.values()), default=0)
     for g, v in new.items():
         tgt[g] = int(v)
-        scale[g] = factor
+        scale[g] = (factor, gid)
     return True
 
 
@@ -310,7 +324,7 @@ def _resolve(src: Any, tgt: dict[str, Any], ratio_fixed: bool = False) -> tuple[
     (source size -> twin size, the sizes that stay ambiguous). Free sizes that meet (equal, or
     one twice another) share one shrink factor, so every relation among them holds in the twin;
     one that meets a head-derived size takes the factor that makes them equal."""
-    scale: dict[str, float] = {}
+    scale: dict[str, tuple[float, int]] = {}  # field -> (shrink factor, the group of sizes it moves with)
     hd = _head_dim(src)
     _tied(src, tgt, ("num_key_value_heads",) if ratio_fixed else ())
     for _ in range(24):
