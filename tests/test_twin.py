@@ -234,7 +234,7 @@ def test_dsv4_flash_twin_is_shrunk_and_loads_through_vllms_own_weight_flow(tmp_p
     assert "layers.0.attn.wo_a.weight" in manifest["from_weight_flow"]
     assert "hc_head_base" in _tensors(twin.path)  # a name without a dot stays itself
     assert sum(f.stat().st_size for f in twin.path.iterdir()) < 300 * 2**20
-    report = flow.probe(twin.path, trust_remote_code=True)
+    report = flow.probe(twin.path, trust_remote_code=False)
     assert set(report.load) == {"target", "draft"}
     assert [e.message for load in report.load.values() for e in load.errors] == []
     assert all(load.fed for load in report.load.values())

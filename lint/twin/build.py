@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..core.errors import BadInput
+from ..core.errors import BadInput, MtplintError
 from ..core.mtp_layout import is_mtp_name, num_hidden_layers, text_config
 from ..inventory.checkpoint import load_inventory
 from ..inventory.fingerprint import group_modules
@@ -217,9 +217,8 @@ def _follow_the_weight_flow(inv: Inventory, p: shrink.Plan, source: str | Path, 
     (TwinLimit naming the first one left)."""
     from . import flow
 
-    trust = bool(inv.config.get("auto_map"))
     for _ in range(3):
-        report = flow.probe(dest, trust)
+        report = _probe_twin(flow, dest)
         written = {n: tuple(t.shape) for n, t in load_inventory(dest).tensors.items()}
         fixes = flow.corrections(report, written)
         if not fixes:
@@ -227,7 +226,7 @@ def _follow_the_weight_flow(inv: Inventory, p: shrink.Plan, source: str | Path, 
         p.overrides.update(fixes)
         _write_twin(inv, p, source, dest, started)
     else:
-        report = flow.probe(dest, trust)
+        report = _probe_twin(flow, dest)
     errors = flow.shape_errors(report)
     if errors:
         shutil.rmtree(dest, ignore_errors=True)
@@ -235,6 +234,16 @@ def _follow_the_weight_flow(inv: Inventory, p: shrink.Plan, source: str | Path, 
             f"{len(errors)} tensor(s) whose twin shape neither the config's meaning nor vLLM's weight "
             f"flow gives (a fused or packed parameter): {errors[0]}"
         )
+
+
+def _probe_twin(flow: Any, dest: Path) -> Any:
+    # Without remote code: `twin` has no --trust-remote-code, and a checkpoint's code runs only
+    # where its user said so.
+    try:
+        return flow.probe(dest, False)
+    except MtplintError as exc:  # the probe's own failure: the twin's limit, never the checkpoint's
+        shutil.rmtree(dest, ignore_errors=True)
+        raise shrink.TwinLimit(f"vLLM's construction of the twin's config did not run ({exc})") from None
 
 
 def _write_twin(inv: Inventory, p: shrink.Plan, source: str | Path, dest: Path, started: float) -> Twin:
