@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -182,7 +183,6 @@ def test_tiny_checkpoint_is_served_as_it_is(tmp_path):
         "glm5-nvfp4-mtp-head-omitted",  # two config sizes equal (2048), NVFP4 packed
         "qwen3-next-bf16-official",  # GDN conv1d and in_proj_qkvz
         "qwen35-bf16-official",  # vision tower, GDN, gated attention
-        "dsv4-flash-official",  # hidden = 2 x moe = 4 x q_lora
         "dflash-llama31-8b",  # fc over five hidden states
         "step3p5-bf16-official",
     ],
@@ -209,7 +209,35 @@ def test_structure_twin_for_layouts_a_value_map_cannot_shrink(recipe, tmp_path):
         v = twin.plan.config["vision_config"]
         assert v["depth"] == 1 and v["out_hidden_size"] == cfg["hidden_size"]
         assert not any(".visual.blocks.1." in n for n in t)
-    shutil.rmtree(twin.path)  # real data: DeepSeek-V4-Flash's twin is 6.7 GB (its hidden size is kept)
+    index = twin.path / "model.safetensors.index.json"
+    if index.is_file():  # every shard the twin writes is one its index names (none of dropped layers only)
+        weight_map = json.loads(index.read_text())["weight_map"]
+        assert set(t) == set(weight_map)
+        assert {f.name for f in twin.path.glob("*.safetensors")} == set(weight_map.values())
+    shutil.rmtree(twin.path)
+
+
+@pytest.mark.slow
+def test_dsv4_flash_twin_is_shrunk_and_loads_through_vllms_own_weight_flow(tmp_path):
+    """DeepSeek-V4-Flash: 64 indexer heads equal the 64 rope dims by coincidence; resolving that
+    gave hidden 4096 back (a 6.7 GB twin). Its attention output (wo_a: o_groups x o_lora_rank by
+    heads x head_dim / o_groups) and sinks are sizes no config field names alone: vLLM's
+    construction of the twin's config gives them, and the twin loads with no error."""
+    from mtplint.twin import flow
+
+    from fixtures import layouts
+
+    p = shrink.plan(json.loads((layouts.FAMILIES_DIR / "deepseek_v4_flash" / "config.json").read_text()))
+    assert p.hidden == (4096, 512) and shrink.text_config(p.config)["moe_intermediate_size"] == 256
+    twin = build(cached_build("dsv4-flash-official"), tmp_path / "t", as_is=False)
+    manifest = json.loads((twin.path / ".mtplint-twin.json").read_text())
+    assert "layers.0.attn.wo_a.weight" in manifest["from_weight_flow"]
+    assert "hc_head_base" in _tensors(twin.path)  # a name without a dot stays itself
+    assert sum(f.stat().st_size for f in twin.path.iterdir()) < 300 * 2**20
+    report = flow.probe(twin.path, trust_remote_code=False)
+    assert set(report.load) == {"target", "draft"}
+    assert [e.message for load in report.load.values() for e in load.errors] == []
+    assert all(load.fed for load in report.load.values())
 
 
 def _twin_cli(*args):
@@ -330,3 +358,35 @@ def test_torchvision_stand_in_binds_what_imports_need_and_raises_on_use():
     proc = subprocess.run([sys.executable, "-c", code, STANDINS], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "torchvision.transforms.v2.functional.resize: torchvision is a stand-in" in proc.stdout
+
+
+_REAL = Path(__file__).resolve().parents[1].parent / "shared" / "real-checkpoints"
+
+
+def _real_config(slug: str, **edits):
+    cfg = json.loads((_REAL / slug / "config.json").read_text())
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    text.update(edits)
+    return cfg
+
+
+def test_sizes_that_only_share_a_shrink_factor_do_not_move_together():
+    """A Qwen3.5 MoE layout at hidden 4096: the shared expert's 512 equals 2 KV heads x 256; on
+    main that pulled the hidden size (which only had the same factor, 16) up to 2048."""
+    p = shrink.plan(_real_config("qwen35-moe-reap-25b", hidden_size=4096, moe_intermediate_size=1024))
+    t = shrink.text_config(p.config)
+    assert p.hidden == (4096, 256)
+    assert t["shared_expert_intermediate_size"] == t["num_key_value_heads"] * t["head_dim"]
+    assert t["moe_intermediate_size"] == 2 * t["shared_expert_intermediate_size"]
+
+
+@pytest.mark.parametrize(
+    "slug, edits",
+    [("deepseek-r1", {"num_attention_heads": 64}), ("glm-5.1", {"n_routed_experts": 160, "num_attention_heads": 32})],
+)
+def test_mla_export_with_pruned_heads_gets_a_twin(slug, edits):
+    """MLA reads one latent KV head: num_key_value_heads left above a pruned head count is no
+    reason for 'heads cannot share KV heads' (main: TwinLimit)."""
+    p = shrink.plan(_real_config(slug, **edits))
+    t = shrink.text_config(p.config)
+    assert t["num_key_value_heads"] == t["num_attention_heads"] and p.hidden[1] == 256 and not p.ambiguous

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..core.errors import BadInput
+from ..core.errors import BadInput, MtplintError
 from ..core.mtp_layout import is_mtp_name, num_hidden_layers, text_config
 from ..inventory.checkpoint import load_inventory
 from ..inventory.fingerprint import group_modules
@@ -72,16 +72,28 @@ def _logical_source_shape(leaves: dict[str, TensorInfo], bits: int) -> tuple[int
 
 def _leaf_shape(name: str, leaf: str, t: TensorInfo, src: tuple[int, ...], new: tuple[int, ...], p: shrink.Plan):
     """A leaf's twin shape: scales keep their granularity (per tensor, channel, group, block)."""
+    fixed = p.overrides.get(p.rename(t.name) or "")
+    if fixed is not None:
+        return fixed
     if leaf == "weight_packed":
         return (new[0], new[1] * t.shape[1] // src[1])
     if leaf in ("weight", "weight_shape"):
         return new if leaf == "weight" else tuple(t.shape)
     if leaf == "g_idx":
         return (new[1],)
-    if leaf.startswith("weight_") and len(t.shape) == 2 and len(src) == 2:
+    # DeepSeek-V4 names its block scales bare `.scale`: a 2-D scale beside a weight is one too.
+    if (leaf.startswith("weight_") or leaf == "scale") and len(t.shape) == 2 and len(src) == 2:
         bo, bi = math.ceil(src[0] / t.shape[0]), math.ceil(src[1] / t.shape[1])
         return (math.ceil(new[0] / bo), math.ceil(new[1] / bi))
     return p.shape(f"{name}.{leaf}", tuple(t.shape), t.dtype)
+
+
+def _twin_name(p: shrink.Plan, t: TensorInfo) -> str:
+    """The source tensor's own name renumbered: module + leaf would double a name without a dot
+    (DeepSeek-V4's top-level `hc_head_base` became `hc_head_base.hc_head_base`)."""
+    name = p.rename(t.name)
+    assert name is not None
+    return name
 
 
 def _module_tensors(
@@ -98,7 +110,7 @@ def _module_tensors(
         w = values.logical(new_module, "weight", new, in_mtp)
         try:
             for leaf, tensor in encode.encode(module, shapes, w, bits).items():
-                out[f"{new_module}.{leaf}"] = tensor
+                out[_twin_name(p, leaves[leaf])] = tensor
             return out
         except encode.Unsupported:
             if w.any():
@@ -114,7 +126,7 @@ def _module_tensors(
         v = values.logical(new_module, leaf, shape, in_mtp)
         if leaf.endswith("_scale") or leaf.endswith("scale_inv"):
             v = torch.ones(shape)
-        out[f"{new_module}.{leaf}"] = v.to(encode.dtype(t.dtype, f"{module}.{leaf}"))
+        out[_twin_name(p, t)] = v.to(encode.dtype(t.dtype, f"{module}.{leaf}"))
     return out
 
 
@@ -129,7 +141,7 @@ def _zero_module(
         shape = p.shape(f"{module}.{leaf}", tuple(t.shape), t.dtype)
         dt = encode.dtype(t.dtype, f"{module}.{leaf}")
         v = values.logical(new_module, leaf, shape, False) if leaf in ("weight", "bias") and len(shape) == 1 else None
-        out[f"{new_module}.{leaf}"] = (v if v is not None else torch.zeros(shape)).to(dt)
+        out[_twin_name(p, t)] = (v if v is not None else torch.zeros(shape)).to(dt)
     return out
 
 
@@ -191,6 +203,50 @@ def build(source: str | Path, dest: str | Path, *, as_is: bool | None = None) ->
     if as_is is not False and _small_enough(inv):
         return _as_is(inv, source, dest, started)
     p = shrink.plan(inv.config)
+    p.guess = bool(p.ambiguous)
+    twin = _write_twin(inv, p, source, dest, started)
+    if p.guess and p.guessed:
+        _follow_the_weight_flow(inv, p, source, dest, started)
+        twin = _write_twin(inv, p, source, dest, started)
+    return twin
+
+
+def _follow_the_weight_flow(inv: Inventory, p: shrink.Plan, source: str | Path, dest: Path, started: float) -> None:
+    """Where the map guessed, the shapes vLLM's construction of the twin's config gives each
+    tensor that feeds one parameter alone; rebuilt until the probe's load has no shape error
+    (TwinLimit naming the first one left)."""
+    from . import flow
+
+    for _ in range(3):
+        report = _probe_twin(flow, dest)
+        written = {n: tuple(t.shape) for n, t in load_inventory(dest).tensors.items()}
+        fixes = flow.corrections(report, written)
+        if not fixes:
+            break
+        p.overrides.update(fixes)
+        _write_twin(inv, p, source, dest, started)
+    else:
+        report = _probe_twin(flow, dest)
+    errors = flow.shape_errors(report)
+    if errors:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise shrink.TwinLimit(
+            f"{len(errors)} tensor(s) whose twin shape neither the config's meaning nor vLLM's weight "
+            f"flow gives (a fused or packed parameter): {errors[0]}"
+        )
+
+
+def _probe_twin(flow: Any, dest: Path) -> Any:
+    # Without remote code: `twin` has no --trust-remote-code, and a checkpoint's code runs only
+    # where its user said so.
+    try:
+        return flow.probe(dest, False)
+    except MtplintError as exc:  # the probe's own failure: the twin's limit, never the checkpoint's
+        shutil.rmtree(dest, ignore_errors=True)
+        raise shrink.TwinLimit(f"vLLM's construction of the twin's config did not run ({exc})") from None
+
+
+def _write_twin(inv: Inventory, p: shrink.Plan, source: str | Path, dest: Path, started: float) -> Twin:
     unencoded: list[str] = []
     n_src = num_hidden_layers(inv.config)
     bits = _num_bits(inv.config)
@@ -217,10 +273,12 @@ def build(source: str | Path, dest: str | Path, *, as_is: bool | None = None) ->
         "seconds": round(seconds, 2),
         "kept_sizes": sorted(p.kept),
         "unencoded": unencoded,
+        # tensors whose shape vLLM's construction of the twin's config gave (the weight flow)
+        "from_weight_flow": sorted(p.overrides),
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     if dest.exists():
-        dest.rmdir()
+        shutil.rmtree(dest)
     tmp.rename(dest)
     return Twin(dest, Path(source), count, seconds, values.TOKEN, p, unencoded=unencoded)
 
@@ -231,6 +289,10 @@ def _write(inv: Inventory, p: shrink.Plan, shards: dict[str, dict[str, torch.Ten
     weight_map: dict[str, str] = {}
     total = 0
     for file, tensors in shards.items():
+        if not tensors:
+            # A shard of dropped layers only: written, it is a file the index never names (MTP015
+            # on the twin itself), and vLLM would not read it anyway.
+            continue
         save_file({k: v.contiguous() for k, v in sorted(tensors.items())}, str(out / file), metadata={"format": "pt"})
         for name, t in tensors.items():
             weight_map[name] = file

