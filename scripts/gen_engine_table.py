@@ -120,6 +120,13 @@ def _tp(case: dict[str, Any]) -> int:
     return _arg(case, "--tp", "--tensor-parallel-size")
 
 
+def findings(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """The lint's findings for the case (its recorded probe report, today's checks)."""
+    from test_rule_cases_fast import lint_recorded
+
+    return list(lint_recorded(case)[1]["findings"])
+
+
 def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
     from mtplint.inventory.checkpoint import load_inventory
     from mtplint.twin.build import build
@@ -132,12 +139,12 @@ def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
     if invisible:
         return {"served": False, "reason": invisible[0]}
     path = cached_build(case["recipe"])
-    why = capability.cannot_serve(load_inventory(path))
+    variant, why = capability.serving(load_inventory(path), findings(case))
     if why is not None:
         return {"served": False, "reason": why}
     with tempfile.TemporaryDirectory(prefix="mtplint-twin-") as tmp:
         try:
-            twin = build(path, Path(tmp) / "twin")
+            twin = build(path, Path(tmp) / "twin", variant=variant)
         except Unsupported as exc:
             return {"served": False, "reason": f"twin: {exc}"}
         try:
@@ -152,6 +159,9 @@ def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
         except engine_run.CannotServe as exc:
             return {"served": False, "reason": str(exc)}
     err = out.error or {}
+    limit = capability.engine_limit(out.load, out.error)
+    if limit is not None:  # measured: the engine raised for its own missing kernel
+        return {"served": False, "reason": f"measured: {limit}"}
     return {
         "served": True,
         "verdict": verdict.engine_verdict(out),
@@ -163,6 +173,7 @@ def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
         "per_position": out.per_position,
         "tp": _tp(case),
         "seconds": {k: out.timings[k] for k in ("start", "generate", "child") if k in out.timings},
+        **({"variant": twin.variant.describe()} if twin.variant is not None else {}),
     }
 
 
@@ -192,8 +203,9 @@ def _engine_cell(e: dict[str, Any]) -> str:
     if e["load"] != "ok":
         where = e["error"].get("where") or {}
         at = f" ({where.get('file', '').rsplit('/', 1)[-1]}:{where.get('line')})" if where else ""
-        return f"start-up error: {e['error']['type']}{at}"
+        return f"start-up error: {e['error']['type']}{at}" + (" (BF16-trunk variant)" if e.get("variant") else "")
     tp = f" at TP {e['tp']}" if e.get("tp", 1) > 1 else ""
+    tp += " (BF16-trunk variant)" if e.get("variant") else ""
     return f"acceptance {e['acceptance']:.2f} {e['per_position']}{tp}" if e["acceptance"] is not None else "no drafts"
 
 

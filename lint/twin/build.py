@@ -18,7 +18,7 @@ from ..core.mtp_layout import is_mtp_name, num_hidden_layers, text_config
 from ..inventory.checkpoint import load_inventory
 from ..inventory.fingerprint import group_modules
 from ..inventory.model import Inventory, TensorInfo
-from . import encode, shrink, values
+from . import encode, engine_variant, shrink, values
 
 MANIFEST = ".mtplint-twin.json"
 _SMALL_FILE = 16 * 2**20  # sidecar files (tokenizer, remote code) copied as they are
@@ -40,6 +40,7 @@ class Twin:
     # Modules whose format the twin cannot encode and whose construction value is not zero: the
     # twin loads as the source does, but its acceptance says nothing about them.
     unencoded: list[str] | None = None
+    variant: engine_variant.Variant | None = None  # the engine variant (trunk layers BF16), when built
 
     @property
     def note(self) -> str | None:
@@ -114,7 +115,7 @@ def _module_tensors(
         v = values.logical(new_module, leaf, shape, in_mtp)
         if leaf.endswith("_scale") or leaf.endswith("scale_inv"):
             v = torch.ones(shape)
-        out[f"{new_module}.{leaf}"] = v.to(encode.dtype(t.dtype, f"{module}.{leaf}"))
+        out[_twin_name(p, t)] = v.to(encode.dtype(t.dtype, f"{module}.{leaf}"))
     return out
 
 
@@ -129,8 +130,16 @@ def _zero_module(
         shape = p.shape(f"{module}.{leaf}", tuple(t.shape), t.dtype)
         dt = encode.dtype(t.dtype, f"{module}.{leaf}")
         v = values.logical(new_module, leaf, shape, False) if leaf in ("weight", "bias") and len(shape) == 1 else None
-        out[f"{new_module}.{leaf}"] = (v if v is not None else torch.zeros(shape)).to(dt)
+        out[_twin_name(p, t)] = (v if v is not None else torch.zeros(shape)).to(dt)
     return out
+
+
+def _twin_name(p: shrink.Plan, t: TensorInfo) -> str:
+    # From the tensor's own name: a fused 3-D expert tensor (`experts.down_proj`) is its own
+    # module, so MODULE.LEAF would write `experts.down_proj.down_proj`, a name vLLM cannot load.
+    name = p.rename(t.name)
+    assert name is not None
+    return name
 
 
 def _check_dest(dest: Path) -> None:
@@ -177,8 +186,11 @@ def _as_is(inv: Inventory, source: str | Path, dest: Path, started: float) -> Tw
     return Twin(dest, Path(source), len(inv.tensors), seconds, values.TOKEN, None, as_is=True)
 
 
-def build(source: str | Path, dest: str | Path, *, as_is: bool | None = None) -> Twin:
-    """as_is: None serves a checkpoint small enough as it is; False always shrinks."""
+def build(
+    source: str | Path, dest: str | Path, *, as_is: bool | None = None, variant: engine_variant.Variant | None = None
+) -> Twin:
+    """as_is: None serves a checkpoint small enough as it is; False always shrinks. variant: the
+    engine variant (engine_variant.plan) to build instead of the twin as shipped."""
     started = time.perf_counter()
     inv = load_inventory(source)
     dest = Path(dest)
@@ -188,24 +200,33 @@ def build(source: str | Path, dest: str | Path, *, as_is: bool | None = None) ->
             raise BadInput(f"{dest}: exists and is not a twin (refusing to overwrite)")
         shutil.rmtree(dest)
     shrink.check_layers(inv.config)
-    if as_is is not False and _small_enough(inv):
+    if as_is is not False and variant is None and _small_enough(inv):
         return _as_is(inv, source, dest, started)
     p = shrink.plan(inv.config)
     unencoded: list[str] = []
     n_src = num_hidden_layers(inv.config)
     bits = _num_bits(inv.config)
     shards: dict[str, dict[str, torch.Tensor]] = {f: {} for f in inv.shards}
+    mtp_modules: list[str] = []
     for module, leaves in group_modules(inv.tensors.values()).items():
         any_name = f"{module}.{next(iter(leaves))}"
         if p.rename(any_name) is None:
             continue
         file = next(iter(leaves.values())).file
+        if is_mtp_name(any_name, n_src):
+            mtp_modules.append(str(p.rename(any_name)).rsplit(".", 1)[0])
+        if variant is not None and module in variant.modules:
+            converted = engine_variant.bf16_tensors(module, leaves, variant.modules[module], p, inv.config)
+            shards.setdefault(file, {}).update(converted)
+            continue
         tensors = _module_tensors(module, leaves, p, is_mtp_name(any_name, n_src), bits, unencoded)
         shards.setdefault(file, {}).update(tensors)
     tmp = dest.with_name(f".{dest.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     _write(inv, p, shards, tmp)
+    if variant is not None:
+        engine_variant.exclude(tmp, variant, p, mtp_modules)
     seconds = time.perf_counter() - started
     count = sum(len(s) for s in shards.values())
     manifest = {
@@ -217,12 +238,13 @@ def build(source: str | Path, dest: str | Path, *, as_is: bool | None = None) ->
         "seconds": round(seconds, 2),
         "kept_sizes": sorted(p.kept),
         "unencoded": unencoded,
+        **({"variant": variant.describe()} if variant is not None else {}),
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     if dest.exists():
         dest.rmdir()
     tmp.rename(dest)
-    return Twin(dest, Path(source), count, seconds, values.TOKEN, p, unencoded=unencoded)
+    return Twin(dest, Path(source), count, seconds, values.TOKEN, p, unencoded=unencoded, variant=variant)
 
 
 def _write(inv: Inventory, p: shrink.Plan, shards: dict[str, dict[str, torch.Tensor]], out: Path) -> None:

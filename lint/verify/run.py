@@ -55,6 +55,8 @@ class Verified:
             "verdict": self.engine_verdict,
             "not_run": self.not_run,
             "note": self.engine_note,
+            # which twin the engine served: "bf16-trunk" (the engine variant, twin.variant says why) or as shipped
+            "variant": (self.twin.get("variant") or {}).get("name") or ("as-shipped" if self.twin else None),
             "timings": {} if o is None else o.timings,
         }
         return {
@@ -117,12 +119,12 @@ def verify(
         v.n, tp, trust_remote_code = deployment
         if lint_opts.get("serve_command"):
             v.engine_note = _SERVE_NOTE
-        why = capability.cannot_serve(linted.inventory)
+        variant, why = capability.serving(linted.inventory, lint_json.get("findings") or [])
         if why is not None and engine_python is None:
             v.not_run = why
             return v
         python = engine_python or _provision(v, lint_json, lint_opts, say)
-        _serve_twin(v, path, python, tp, trust_remote_code, engine_timeout, keep_twin)
+        _serve_twin(v, path, python, tp, trust_remote_code, engine_timeout, keep_twin, variant)
         return v
     finally:
         v.timings["total"] = round(time.perf_counter() - started, 2)
@@ -148,8 +150,10 @@ def _serve_twin(
     trust_remote_code: bool,
     engine_timeout: float,
     keep_twin: Path | None,
+    variant: Any = None,
 ) -> None:
-    """Build the twin and serve it on the engine: v.outcome, or v.not_run saying why not."""
+    """Build the twin (the engine variant where given) and serve it on the engine: v.outcome, or
+    v.not_run saying why not."""
     from ..twin.build import build
     from ..twin.encode import Unsupported
     from ..twin.shrink import TwinLimit
@@ -158,7 +162,7 @@ def _serve_twin(
     try:
         twin_dir = keep_twin or tmp / "twin"
         try:
-            twin = build(path, twin_dir)
+            twin = build(path, twin_dir, variant=variant)
         except (TwinLimit, Unsupported) as exc:
             v.not_run = f"no twin: {exc} (a limit of the twin, not a fault of the checkpoint)"
             return
@@ -168,6 +172,7 @@ def _serve_twin(
             "seconds": round(twin.seconds, 2),
             "as_is": twin.as_is,
             "note": twin.note,
+            "variant": twin.variant.describe() if twin.variant is not None else None,
         }
         v.timings["twin"] = round(twin.seconds, 2)
         if twin.unencoded:
@@ -186,6 +191,9 @@ def _serve_twin(
             )
         except engine_run.CannotServe as exc:
             v.not_run = str(exc)
+        limit = capability.engine_limit(v.outcome.load, v.outcome.error) if v.outcome else None
+        if limit is not None:
+            v.not_run, v.outcome = f"measured: {limit}", None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     t = v.outcome.timings if v.outcome else {}
@@ -223,6 +231,8 @@ def render_text(v: Verified) -> str:
     o = v.outcome
     if v.twin.get("as_is"):
         lines.append(f"twin:    {v.twin.get('note')}")
+    if v.twin.get("variant"):
+        lines.append(f"twin:    engine variant {v.twin['variant']['name']}: {v.twin['variant']['why']}")
     if o is None:
         lines.append(f"engine:  not run: {v.not_run}")
     else:
