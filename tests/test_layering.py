@@ -170,3 +170,16 @@ def test_module_paths_written_in_strings_still_exist():
                     if name and f"{target}.{name}" not in known and name not in _top_level_names(target):
                         missing.append(f"{module}: {target}.{name}")
     assert missing == []
+
+
+def test_no_function_is_longer_than_80_lines():
+    """Orchestration splits into named stages instead of growing (issue #34): every function in the
+    package reads in one screen."""
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if lines > 80:
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, long

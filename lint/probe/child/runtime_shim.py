@@ -386,24 +386,9 @@ def install_rocm_platform(
     amdsmi is absent here (a ROCm-only package): vLLM logs it and falls back to torch, as on a box
     without it. `torch.version.hip` is left None: vLLM 0.33.0 reads it only to set NCCL_RAS_ENABLE.
     """
-    import types as _types
-
-    import torch
-
     _AITER_ASKED[0] = _switch_off_absent_aiter()
     units = _ROCM_COMPUTE_UNITS.get(arch, 304)
-    properties = _types.SimpleNamespace(
-        gcnArchName=arch,
-        name=device_name,
-        total_memory=total_memory,
-        major=sm[0],
-        minor=sm[1],
-        multi_processor_count=units,
-        is_integrated=False,
-    )
-    torch.cuda.get_device_properties = lambda *a, **k: properties  # type: ignore[assignment]
-    torch.cuda.get_device_capability = lambda *a, **k: sm
-    torch.cuda.get_device_name = lambda *a, **k: device_name
+    _answer_hip_torch(arch, sm, device_name, total_memory, units)
 
     # ROCm's device visibility variable, as the child's CUDA_VISIBLE_DEVICES (empty: no GPU here).
     # vLLM's Triton check reads it on ROCm: empty is its "devices not visible yet" case, which
@@ -457,6 +442,26 @@ def install_rocm_platform(
     rocm_platform.RocmPlatform = ProbedRocmPlatform  # type: ignore[misc]  # the probed GPU, under vLLM's own name
     platforms._current_platform = platform  # type: ignore[assignment]  # vLLM's lazy slot, typed as its initial None
     return platform
+
+
+def _answer_hip_torch(arch: str, sm: tuple[int, int], device_name: str, total_memory: int, units: int) -> None:
+    """The device queries a HIP build of torch answers (the gfx arch first: vLLM reads it at import)."""
+    import types as _types
+
+    import torch
+
+    properties = _types.SimpleNamespace(
+        gcnArchName=arch,
+        name=device_name,
+        total_memory=total_memory,
+        major=sm[0],
+        minor=sm[1],
+        multi_processor_count=units,
+        is_integrated=False,
+    )
+    torch.cuda.get_device_properties = lambda *a, **k: properties  # type: ignore[assignment]
+    torch.cuda.get_device_capability = lambda *a, **k: sm
+    torch.cuda.get_device_name = lambda *a, **k: device_name
 
 
 _FLASH_ATTN_PREFILL = "vllm.v1.attention.backends.mla.prefill.flash_attn"
