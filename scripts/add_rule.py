@@ -72,7 +72,7 @@ from .context import Context, Hit
 
 CASES = """# {code}'s cases: where it fires (first in `fires`) and where it must stay silent.
 # Each case lints one fixture recipe (`python -m fixtures list`) with `args`, through
-# tests/test_rule_cases_fast.py (recorded probe report) and tests/test_rule_cases.py (the
+# tests/checks/test_rule_cases_fast.py (recorded probe report) and tests/checks/test_rule_cases.py (the
 # real probe); `vllm` names another release than the pin, installed beside it.
 
 [[case]]

@@ -7,7 +7,7 @@
 The same catalogue (default 3 checkpoints x 2 releases x 4 N = 24 cells) twice, each probing
 every cell (--no-cache) from no probe worker (a cache and a worker directory of its own):
 - on the local pool with --jobs equal to the cluster's slots;
-- on a local Ray cluster (tests/ray_cluster.py: `ray start --head` plus NODES-1 node processes,
+- on a local Ray cluster (tests/support/ray_cluster.py: `ray start --head` plus NODES-1 node processes,
   one CPU each, on 127.0.0.1), timed from `mtplint matrix --cluster` starting to its report
   (connecting, actors, their probe workers and every cell; not the cluster's own start).
 Prints cells per minute for each, the overhead ratio (target <= 10%), the per-cell costs the
@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from ray_cluster import RayCluster, cluster_env  # noqa: E402
 

@@ -3,7 +3,7 @@
     python scripts/bench_remote.py [RECIPE] [--repeat N]
 
 Serves the fixture recipe (default: dsv4-flash-w4a16-bf16mtp, the full DeepSeek-V4-Flash layout,
-46 shards, ~166 GB logical) from tests/hub_server.py on 127.0.0.1 and runs `mtplint` in child
+46 shards, ~166 GB logical) from tests/support/hub_server.py on 127.0.0.1 and runs `mtplint` in child
 processes with one probe cache, so every run after the first is a probe-cache hit and the times
 compare what differs: reading the inventory. Prints requests, bytes and seconds per run: local
 with its inventory read from the shards and from the memo, the hub repository cold (fresh hub
@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
+from hub_server import HubServer  # noqa: E402
+
 from fixtures.build import cached_build, manifest  # noqa: E402
-from tests.hub_server import HubServer  # noqa: E402
 
 MTPLINT = [sys.executable, "-m", "mtplint"]
 

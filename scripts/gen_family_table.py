@@ -5,7 +5,7 @@ their recorded probe reports.
     python scripts/gen_family_table.py           # rewrite the table between the markers in README.md
     python scripts/gen_family_table.py --check   # exit 1 when the committed table is out of date
 
-tests/test_family_table.py runs the check, and checks that every MTP model type and MTP draft
+tests/checks/test_family_table.py runs the check, and checks that every MTP model type and MTP draft
 architecture of the pinned vLLM appears in the table.
 """
 

@@ -4,7 +4,7 @@ CODE` prints), and docs/rules/README.md, the index. SARIF's helpUri points at th
     python scripts/gen_rule_docs.py           # (re)write the pages
     python scripts/gen_rule_docs.py --check   # exit 1 when a committed page is out of date
 
-tests/test_reporters.py runs the check, so a rule edit without its page fails the tests.
+tests/reporters/test_reporters.py runs the check, so a rule edit without its page fails the tests.
 """
 
 from __future__ import annotations

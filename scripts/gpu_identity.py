@@ -4,7 +4,7 @@
     python3 scripts/gpu_identity.py [OUT.json]
 
 Run on a machine with the GPU; needs torch (CUDA build), optionally nvidia-ml-py. The result is
-kept in tests/data/gpu_identity/ and checked by tests/test_gpu_identity.py.
+kept in tests/data/gpu_identity/ and checked by tests/probe/test_gpu_identity.py.
 """
 
 from __future__ import annotations

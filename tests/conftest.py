@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
+
+# Tests are grouped by stage in folders; their shared helpers (tests/support: paths, recorded
+# cases, the hub and Ray stand-ins) and the helpers one test module offers another
+# (test_rule_cases_fast.lint_recorded, ...) are imported by module name from any folder.
+_TESTS = Path(__file__).resolve().parent
+sys.path[:0] = [
+    str(_TESTS / "support"),
+    *sorted(str(d) for d in _TESTS.iterdir() if d.is_dir() and any(d.glob("test_*.py"))),
+]
 
 
 def pytest_configure(config):

@@ -2,7 +2,7 @@
 
 Which rules a fix resolves is declared once, in the rule files' `[fixes] artifact`; every id
 declared there is registered here and every fix registered here is declared by a rule
-(tests/test_fixer.py holds the two to each other).
+(tests/fixer/test_fixer.py holds the two to each other).
 """
 
 from __future__ import annotations

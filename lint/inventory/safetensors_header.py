@@ -1,7 +1,7 @@
 """Read one safetensors shard's header with two small reads, never touching tensor data.
 
 The checks decide exactly as the safetensors reader (0.8) does, so a shard passes here if and
-only if it opens in vLLM (tests/test_input_hardening.py and scripts/fuzz_inputs.py compare
+only if it opens in vLLM (tests/cli/test_input_hardening.py and scripts/fuzz_inputs.py compare
 the two); huggingface_hub's header helpers skip them, hence our own parser.
 """
 

@@ -127,7 +127,7 @@ def _secrets(hub: bool) -> dict[str, str]:
     token for the actors whose cells read the hub. They travel as the actor's creation argument,
     not in Ray's runtime environment: Ray 2.60's runtime-env agent writes a runtime
     environment's env_vars, values included, to each node's runtime_env_agent.log at INFO
-    ("Creating runtime env: {...}"; tests/test_matrix_cluster.py greps every file Ray wrote)."""
+    ("Creating runtime env: {...}"; tests/matrix/test_matrix_cluster.py greps every file Ray wrote)."""
     env = {}
     if os.environ.get(CACHE_SECRET):
         env[CACHE_SECRET] = os.environ[CACHE_SECRET]

@@ -371,7 +371,7 @@ def conclude(
     reference: Inventory | None,
 ) -> Linted:
     """From a probe report to the lint's findings: what lint() does once the probe answered, and
-    what the fast test tier replays on recorded reports (tests/test_rule_cases_fast.py)."""
+    what the fast test tier replays on recorded reports (tests/checks/test_rule_cases_fast.py)."""
     inputs = inputs.replace(reference=reference_origin(reference, s.reference))
     target_inventory = inventory
     if draft:
