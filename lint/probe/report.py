@@ -374,7 +374,7 @@ class ProbeReport:
     serve_args_rejected: str = field(default="", metadata=OMIT_EMPTY)
     models: dict[str, ModelInfo] = field(default_factory=dict)  # "target"/"draft" -> what was chosen
     # The switches vLLM read from the command that forward-pass defects depend on
-    # (probe/child/switches.py: enforce_eager, attention_backend). Empty: not read (older reports).
+    # (probe/child/switches.py: enforce_eager, attention_backend), where set away from the defaults.
     served_with: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
     draft_hf_config: dict[str, Any] | None = None
     # The draft's attention layers (construction prefix) -> the sliding window vLLM built each

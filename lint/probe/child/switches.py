@@ -10,10 +10,10 @@ from typing import Any
 
 
 def read(vllm_config: Any) -> dict[str, str]:
+    """Only the switches set away from vLLM's defaults: a default deployment's report has none."""
     out: dict[str, str] = {}
-    enforce_eager = getattr(getattr(vllm_config, "model_config", None), "enforce_eager", None)
-    if enforce_eager is not None:
-        out["enforce_eager"] = "true" if enforce_eager else "false"
+    if getattr(getattr(vllm_config, "model_config", None), "enforce_eager", False):
+        out["enforce_eager"] = "true"
     # `--attention-backend` (AttentionConfig.backend); releases before it read the variable.
     backend = getattr(getattr(vllm_config, "attention_config", None), "backend", None)
     backend = backend or os.environ.get("VLLM_ATTENTION_BACKEND")
