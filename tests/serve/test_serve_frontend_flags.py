@@ -141,3 +141,20 @@ def test_a_tokenizer_needing_a_package_the_probe_lacks_is_not_an_error(tmp_path)
     assert rc == 0
     assert [f["code"] for f in report["findings"]] == ["MTP025"]
     assert "needs mtplint_absent_tokenizer_dependency" in report["findings"][0]["message"]
+
+
+@pytest.mark.probe
+@pytest.mark.slow
+def test_a_tower_the_deployment_does_not_build_is_not_unconsumed(tmp_path):
+    """`--language-model-only` (GLM-OCR's recipe, text_only): vLLM builds the vision tower as a
+    StageMissingLayer and its loader passes the tower's tensors over by design, so they are not
+    MTP013 "consumed by nothing" (they were, for all 5 groups of the tower); the same layout
+    served with its tower reads them all."""
+    from fixtures.build import cached_build
+
+    path = str(cached_build("glm-ocr-bf16-official"))
+    flags = ["--speculative-config.method", "mtp", "--speculative-config.num_speculative_tokens", "1"]
+    rc, text_only, _ = _lint(path, [*flags, "--language-model-only"], tmp_path / "text.json")
+    assert (rc, _findings(text_only)) == (0, [])
+    rc, full, _ = _lint(path, flags, tmp_path / "full.json")
+    assert (rc, _findings(full)) == (0, [])

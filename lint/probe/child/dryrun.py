@@ -397,6 +397,7 @@ def run(
     try:
         with (
             _recording_mapper_drops(feed.attribution, result.discarded),
+            _recording_stage_skips(feed.attribution, result.discarded),
             feed.attribution.watching_copies(),
             _online_processing_on_meta(),
         ):
@@ -492,6 +493,35 @@ def _recording_mapper_drops(attribution: _Attribution, dropped: dict[str, str]) 
         yield
     finally:
         setattr(WeightsMapper, attr, original)
+
+
+@contextlib.contextmanager
+def _recording_stage_skips(attribution: _Attribution, dropped: dict[str, str]) -> Iterator[None]:
+    """Record the checkpoint tensors AutoWeightsLoader passes over because their module is a
+    StageMissingLayer: a tower vLLM did not build on purpose (`--language-model-only`, or every
+    modality's `--limit-mm-per-prompt` 0: `_mark_tower_model`), so its tensors are unused by
+    design, not lost."""
+    try:
+        from vllm.model_executor.models.utils import AutoWeightsLoader, StageMissingLayer
+    except ImportError:  # releases before stage-missing towers
+        yield
+        return
+    original = vars(AutoWeightsLoader)["_load_module"]
+
+    def load_module(self: Any, base_prefix: str, module: Any, weights: Any) -> Any:
+        if not isinstance(module, StageMissingLayer):
+            return original(self, base_prefix, module, weights)
+        stage = getattr(module, "stage_name", "stage")
+        for _ in weights:
+            if attribution.current is not None:
+                dropped.setdefault(attribution.current, f"{stage} not built")
+        return iter(())
+
+    AutoWeightsLoader._load_module = load_module  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        AutoWeightsLoader._load_module = original  # type: ignore[method-assign]
 
 
 class _Feed:

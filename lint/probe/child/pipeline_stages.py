@@ -69,4 +69,6 @@ def merge_runs(runs: list[Any]) -> Any:
         out.truncated.update(run.truncated)
         out.seconds += run.seconds
     out.held_back = {t: by for t, by in out.held_back.items() if t not in out.fed}
+    # A tower a later stage does not build (StageMissingLayer) is read on the first stage.
+    out.discarded = {t: why for t, why in out.discarded.items() if t not in out.fed}
     return out
