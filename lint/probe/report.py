@@ -70,6 +70,17 @@ class Frame:
 
 
 @dataclass
+class ConfigRewrite:
+    """A config.json field the configuration class vLLM used reads as another value: the
+    checkpoint names its own class (auto_map AutoConfig), which runs only with --trust-remote-code."""
+
+    declared: Any
+    read: Any
+    config_class: str  # the class vLLM used ("transformers....BailingHybridConfig")
+    auto_config: str  # the class config.json names ("configuration_x.XConfig")
+
+
+@dataclass
 class ErrorRecord:
     """An exception raised inside vLLM."""
 
@@ -377,6 +388,9 @@ class ProbeReport:
     # (probe/child/switches.py: enforce_eager, attention_backend), where set away from the defaults.
     served_with: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)
     draft_hf_config: dict[str, Any] | None = None
+    # config.json's fields ("head_dim", "text_config.head_dim") that the built-in configuration
+    # class read differently from what the checkpoint's own (auto_map, not run) declares.
+    config_rewrites: dict[str, ConfigRewrite] = field(default_factory=dict, metadata=OMIT_EMPTY)
     # The draft's attention layers (construction prefix) -> the sliding window vLLM built each
     # with (None: full attention): what the release made of the draft's layer_types/sliding_window.
     draft_attention_windows: dict[str, int | None] = field(default_factory=dict, metadata=OMIT_EMPTY)

@@ -99,7 +99,7 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
     import vllm
 
     from .. import phases
-    from . import construct, engine_config, kernels, matchers, runtime_shim, switches
+    from . import config_rewrites, construct, engine_config, kernels, matchers, runtime_shim, switches
     from .patches_bridge import apply_patches
 
     report = ProbeReport(
@@ -132,6 +132,9 @@ def _probe(request: ChildRequest, timings: dict[str, float], t0: float) -> Probe
     separate = bool(request.draft_config_dir)  # a draft from its own checkpoint (--draft)
     _record_construction(report, built, separate)
     report.served_with = switches.read(built.vllm_config)
+    report.config_rewrites = config_rewrites.read(
+        request.config_dir, request.trust_remote_code, built.vllm_config.model_config.hf_config
+    )
     _dry_run_loads(report, built, request, separate)
     _record_wiring(report, built, timings)
     _record_exclusions(report, built, consultations, separate, timings)
