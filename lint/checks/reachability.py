@@ -49,6 +49,30 @@ def _alias(name: str, info: ParamInfo, owned: dict[str, list[ParamInfo]]) -> boo
     return info.module_class is None and any(o.shape == info.shape for o in owned.get(_tail(name), ()))
 
 
+_INDICES = re.compile(r"\d+")
+
+
+def _alias_modules(ctx: Context, param: str) -> list[str]:
+    """The other paths of the module holding `param` (see _alias): the parameters named
+    without a module class, with its last two name components, shape and layer indices."""
+    params = ctx.params("draft")
+    info = params.get(param)
+    if info is None:
+        return []
+    tail, digits = _tail(param), _INDICES.findall(param)
+    return sorted(
+        {
+            name.rsplit(".", 1)[0]
+            for name, other in params.items()
+            if name != param
+            and other.module_class is None
+            and _tail(name) == tail
+            and other.shape == info.shape
+            and _INDICES.findall(name) == digits
+        }
+    )
+
+
 @check(fields=("param", "role", "vllm_version"))
 def draft_head_embed_unreachable(ctx: Context, options: None) -> list[Hit]:
     hits = []
@@ -103,6 +127,9 @@ def draft_params_never_loaded(ctx: Context, options: NeverLoadedOptions) -> list
         # an exclusion entry was meant to keep it out of, whose added parameters have no
         # tensor on disk; or the MTP layers are not there at all.
         because = [Cause("quant-mismatch", ("draft", module), ancestors=True)]
+        # The same parameters under a second path (Qwen3.5-MoE's `mlp.shared_expert` is
+        # `mlp.experts._shared_experts._layer`): a load failure is reported under that one.
+        because += [Cause("quant-mismatch", ("draft", m), ancestors=True) for m in _alias_modules(ctx, params[0])]
         decision = ctx.decision_for_module_path("draft", module)
         if decision:
             because.append(Cause("exclusion-missed", ("draft", decision.prefix)))

@@ -43,6 +43,7 @@ CASE_KEYS: dict[str, Any] = {
     "caused_by": dict,  # {code: the code its finding links to}
     "patches_recommended": dict,  # {code: [patch ids]}
     "max_errors": int,
+    "max_root_errors": int,  # errors no other finding explains (one root cause reads as one story)
     "vllm": str,  # another release than the pin
     "draft_recipe": str,
     "reference_recipe": str,
@@ -195,6 +196,9 @@ def assert_case(case: dict[str, Any], rc: int, report: dict[str, Any]) -> None:
         errors = [f for f in findings if f["severity"] == "error"]
         assert len(errors) <= case["max_errors"], [f["message"] for f in errors]
         assert rc == 0
+    if "max_root_errors" in case:
+        roots = [f for f in findings if f["severity"] == "error" and not f["caused_by"]]
+        assert len(roots) <= case["max_root_errors"], [f["message"] for f in roots]
     for code, needle in case.get("message_contains", {}).items():
         assert any(needle in f["message"] for f in findings if f["code"] == code), needle
     for code, needle in case.get("message_absent", {}).items():
