@@ -33,11 +33,33 @@ class Verified:
     # False for a checkpoint served as it is whose weights are not the acceptance construction:
     # its acceptance is its own draft's quality, so the engine confirms start-up only.
     judge_drafts: bool = True
+    # Where the checkpoint's own acceptance says nothing about the wiring: the same layout holding
+    # the acceptance construction (construction.same_layout), served the same way.
+    layout_twin: engine_run.Outcome | None = None
+    layout_twin_not_run: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
+    def judged_by(self) -> str | None:
+        """What the engine verdict rests on: the checkpoint's own outcome, its same-layout twin's,
+        or None (started: the drafts not judged)."""
+        if self.outcome is None:
+            return None
+        served = "checkpoint" if self.twin.get("as_is") else "twin"
+        if verdict.engine_verdict(self.outcome, judge_drafts=self.judge_drafts) != verdict.STARTED:
+            return served
+        if self.layout_twin is not None and self.layout_twin.load == "ok":
+            return "layout-twin"
+        return None
+
+    @property
     def engine_verdict(self) -> str | None:
-        return verdict.engine_verdict(self.outcome, judge_drafts=self.judge_drafts) if self.outcome else None
+        if self.outcome is None:
+            return None
+        by = self.judged_by
+        if by == "layout-twin" and self.layout_twin is not None:
+            return verdict.engine_verdict(self.layout_twin)
+        return verdict.engine_verdict(self.outcome, judge_drafts=self.judge_drafts)
 
     @property
     def agree(self) -> bool | None:
@@ -58,7 +80,12 @@ class Verified:
             "verdict": self.engine_verdict,
             "not_run": self.not_run,
             "note": self.engine_note,
-            "drafts_judged": self.judge_drafts,
+            "drafts_judged": self.judged_by is not None,
+            # "checkpoint": its own outcome is conclusive (a start-up error, or its weights are the
+            # acceptance construction); "twin": the (shrunk) twin served in its place;
+            # "layout-twin": its own outcome was not, its same-layout twin's decided; null: not judged
+            "judged_by": self.judged_by,
+            "layout_twin": _layout_twin_json(self.layout_twin, self.layout_twin_not_run),
             # which twin the engine served: "bf16-trunk" (the engine variant, twin.variant says why) or as shipped
             "variant": (self.twin.get("variant") or {}).get("name") or ("as-shipped" if self.twin else None),
             "timings": {} if o is None else o.timings,
@@ -75,6 +102,26 @@ class Verified:
             "twin": self.twin,
             "timings": self.timings,
         }
+
+
+def _layout_twin_json(o: engine_run.Outcome | None, not_run: str | None) -> dict[str, Any] | None:
+    if o is None and not_run is None:
+        return None
+    return {
+        "what": LAYOUT_TWIN,
+        "load": "not-run" if o is None else o.load,
+        "error": None if o is None else o.error,
+        "acceptance": None if o is None else o.acceptance,
+        "acceptance_per_position": [] if o is None else o.per_position,
+        "drafts": 0 if o is None else o.drafts,
+        "draft_tokens": 0 if o is None else o.draft_tokens,
+        "accepted_tokens": 0 if o is None else o.accepted,
+        "verdict": None if o is None else verdict.engine_verdict(o),
+        "not_run": not_run,
+    }
+
+
+LAYOUT_TWIN = "the checkpoint's own layout and sizes holding the acceptance construction (its twin)"
 
 
 def _lint(path: Path, opts: Options) -> tuple[Any, Any, dict[str, Any], str]:
@@ -219,10 +266,55 @@ def _serve_twin(
         except engine_run.CannotServe as exc:
             v.not_run = str(exc)
         _engine_limits(v)
+        if speculative is None and v.outcome is not None and v.judged_by is None:
+            _serve_layout_twin(v, path, python, d, engine_timeout, tmp / "layout-twin")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     t = v.outcome.timings if v.outcome else {}
     v.timings.update({k: t[k] for k in ("import", "start", "generate", "child") if k in t})
+
+
+def _serve_layout_twin(v: Verified, path: Path, python: str, d: Deployment, engine_timeout: float, dest: Path) -> None:
+    """The checkpoint started and drafted with its own weights, which say nothing about the wiring:
+    serve its layout holding the construction and judge by that (v.layout_twin), or say why not
+    (v.layout_twin_not_run: the twin's or the engine's limit, never the checkpoint's fault)."""
+    from ..core.errors import MtplintError
+    from ..twin.encode import Unsupported
+    from ..twin.shrink import TwinLimit
+    from .construction import same_layout
+
+    t0 = time.perf_counter()
+    try:
+        twin = same_layout(path, dest)
+    except (MtplintError, TwinLimit, Unsupported, ValueError, RuntimeError, OSError, KeyError) as exc:
+        v.layout_twin_not_run = f"its twin was not built: {type(exc).__name__}: {str(exc)[:300]}"
+        return
+    v.timings["layout_twin"] = round(time.perf_counter() - t0, 2)
+    if twin.unencoded:
+        v.layout_twin_not_run = twin.note
+        return
+    try:
+        o = engine_run.serve(
+            python,
+            dest,
+            v.n,
+            trust_remote_code=d.trust_remote_code,
+            prompt=PROMPT,
+            timeout_s=engine_timeout,
+            tp=d.tp,
+        )
+    except (engine_run.CannotServe, MtplintError) as exc:
+        v.layout_twin_not_run = str(exc)
+        return
+    v.timings["layout_twin_child"] = o.timings.get("child", 0.0)
+    if o.run_error is not None:
+        v.layout_twin_not_run = f"the engine started its twin, then raised generating: {o.run_error.get('type')}"
+    elif o.load != "ok":
+        # The checkpoint itself started: a twin that does not is the twin's limit, not a verdict.
+        err = o.error or {}
+        v.layout_twin_not_run = f"its twin did not start: {err.get('type')}: {str(err.get('message', ''))[:300]}"
+    else:
+        v.layout_twin = o
 
 
 def _engine_limits(v: Verified) -> None:
@@ -277,6 +369,23 @@ _SERVE_NOTE = (
 )
 
 
+def _layout_twin_lines(v: Verified) -> list[str]:
+    t = v.layout_twin
+    if t is None:
+        return (
+            [f"         its twin (its layout holding the construction): not run: {v.layout_twin_not_run}"]
+            if (v.layout_twin_not_run)
+            else []
+        )
+    acc = "n/a" if t.acceptance is None else f"{t.acceptance:.2f}"
+    return [
+        f"engine:  its twin (its own layout and sizes holding the acceptance construction): started; "
+        f"acceptance {acc} -> {v.engine_verdict}",
+        f"         drafts {t.drafts}, draft tokens {t.draft_tokens}, accepted {t.accepted}, "
+        f"per position {t.per_position}",
+    ]
+
+
 _OWN_WEIGHTS = (
     "         (its own weights are not the acceptance construction: the acceptance below is its draft's "
     "quality, not a verdict on how vLLM wired and loaded the draft; start-up is what the engine confirms)"
@@ -309,43 +418,54 @@ def _deployment(linted: Any, lint_opts: dict[str, Any]) -> Deployment | str:
     return Deployment(int(request.num_speculative_tokens or 1), tp, trust, method, draft)
 
 
+def _engine_lines(v: Verified, o: engine_run.Outcome) -> list[str]:
+    who = o.vllm or v.engine_vllm or "?"
+    if o.load != "ok":
+        err = o.error or {}
+        where = err.get("where") or {}
+        at = f" at {where.get('file')}:{where.get('line')}" if where else ""
+        return [f"engine:  vLLM {who} (CPU): start-up error {err.get('type')}: {err.get('message', '')[:300]}{at}"]
+    acc = "n/a" if o.acceptance is None else f"{o.acceptance:.2f}"
+    by = v.judged_by
+    if v.judge_drafts:
+        said = v.engine_verdict
+    elif by == "layout-twin":
+        said = (
+            f"acceptance {acc}, its own weights' drafting (modules they leave unused go untested); judged by its twin"
+        )
+    else:
+        said = "drafts not judged"
+    itself = "checkpoint itself: " if v.twin.get("as_is") else ""
+    lines = [f"engine:  vLLM {who} (CPU): {itself}started; {said}"]
+    if by is None and not v.judge_drafts:
+        lines.append(_OWN_WEIGHTS)
+    lines.append(
+        f"         drafts {o.drafts}, draft tokens {o.draft_tokens}, accepted {o.accepted}, acceptance {acc}, "
+        f"per position {o.per_position}"
+    )
+    return lines
+
+
 def render_text(v: Verified) -> str:
     lines = [v.lint_text.rstrip(), ""]
     lines.append(
         f"lint:    {v.lint_verdict}" + (f" (vLLM raised in the probe: {v.lint_raised})" if v.lint_raised else "")
     )
-    o = v.outcome
     if v.twin.get("as_is"):
         lines.append(f"twin:    {v.twin.get('note')}")
     if v.twin.get("variant"):
         lines.append(f"twin:    engine variant {v.twin['variant']['name']}: {v.twin['variant']['why']}")
-    if o is None:
+    if v.outcome is None:
         lines.append(f"engine:  not run: {v.not_run}")
     else:
-        who = o.vllm or v.engine_vllm or "?"
-        if o.load == "ok":
-            acc = "n/a" if o.acceptance is None else f"{o.acceptance:.2f}"
-            said = v.engine_verdict if v.judge_drafts else "drafts not judged"
-            lines.append(f"engine:  vLLM {who} (CPU): started; {said}")
-            if not v.judge_drafts:
-                lines.append(_OWN_WEIGHTS)
-            lines.append(
-                f"         drafts {o.drafts}, draft tokens {o.draft_tokens}, accepted {o.accepted}, acceptance {acc}, "
-                f"per position {o.per_position}"
-            )
-        else:
-            err = o.error or {}
-            where = err.get("where") or {}
-            at = f" at {where.get('file')}:{where.get('line')}" if where else ""
-            lines.append(
-                f"engine:  vLLM {who} (CPU): start-up error {err.get('type')}: {err.get('message', '')[:300]}{at}"
-            )
+        lines += _engine_lines(v, v.outcome)
+        lines += _layout_twin_lines(v)
         if v.engine_note:
             lines.append(f"         ({v.engine_note})")
     if v.agree is None:
         lines.append("agree:   unknown (the engine did not run)")
     elif v.agree:
-        lines.append("agree:   yes")
+        lines.append("agree:   yes" + (" (judged by its twin)" if v.judged_by == "layout-twin" else ""))
     else:
         lines.append(
             f"error: lint and engine disagree: the lint predicts {v.lint_verdict}, the engine gave {v.engine_verdict}"

@@ -7,8 +7,14 @@ clean           no error findings: the engine starts and drafts right (acceptanc
 
 A checkpoint served as it is whose weights are not the acceptance construction (a trained or a
 randomly initialised model) drafts as well as its own weights do: its acceptance is the draft's
-quality, not a verdict on the wiring. The engine then confirms start-up only (`started`), which
-the lint's clean and silent-failure verdicts both predict.
+quality, not a verdict on the wiring: even a draft that reproduces the target (acceptance 1.0)
+may route around the very modules vLLM loaded wrong (measured: a hand-built GLM-4.5 whose MTP
+block's output projections are zero drafts at 1.00 or 0.00 from run to run with that block's
+Linears BF16 under a W8A8 config that does not exclude them, their scales never loaded; the
+construction, which runs them, drafts at 0.00 every time). verify
+then serves the same layout holding the construction and judges by that; where it cannot, the
+engine confirms start-up only (`started`), which the lint's clean and silent-failure verdicts
+both predict.
 """
 
 from __future__ import annotations
