@@ -286,6 +286,8 @@ def install_cuda_inert_objects() -> None:
     # Some layers allocate on `current_platform.current_device()`; the meta mode then
     # moves the allocation to meta, so any device index will do.
     torch.cuda.current_device = lambda: 0
+    if hasattr(torch, "accelerator"):  # the device-generic spelling (vLLM 0.33.0's Step5 sparse attention)
+        torch.accelerator.current_device_index = lambda: 0
     install_meta_stays_on_meta()
 
 
@@ -671,6 +673,63 @@ def install_index_data() -> None:
             _cpu_codes.add(code)
 
 
+# Kernel workspaces vLLM builds while it constructs a model (they hold no weights) from a GPU-only
+# package the probe's interpreter lacks: module, the function that builds it, the package, what
+# in the checkpoint asks for it. vLLM 0.33.0's Step5 sparse attention makes its FlashInfer adapter
+# in __init__ (sparse_attention.py:339).
+INERT_KERNEL_WORKSPACES = (
+    ("vllm.models.step5.nvidia.sparse_attention", "_shared_adapter", "flashinfer", "the config's sparse_config"),
+)
+
+
+class _InertWorkspaceLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, name: str, package: str, flag: str):
+        self.loader, self.name, self.package, self.flag = loader, name, package, flag
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self.loader.exec_module(module)
+        name, package, flag = self.name, self.package, self.flag
+
+        def inert_workspace(*args: Any, **kwargs: Any) -> _Inert:
+            from . import unchecked_steps
+
+            unchecked_steps.record(
+                f"the {package} kernel workspace {module.__name__}.{name} builds",
+                flag,
+                f"the probe's environment lacks {package}, a GPU-only package; the model was built without "
+                "that workspace (it holds no weights)",
+                package,
+            )
+            return _Inert(name)
+
+        setattr(module, name, inert_workspace)
+
+
+class _InertWorkspaceFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        import importlib.util
+
+        for module_name, name, package, flag in INERT_KERNEL_WORKSPACES:
+            if fullname != module_name or importlib.util.find_spec(package) is not None:
+                continue
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None and spec.loader is not None:
+                    spec.loader = _InertWorkspaceLoader(spec.loader, name, package, flag)
+                    return spec
+        return None
+
+
+def install_inert_kernel_workspaces() -> None:
+    if not any(isinstance(f, _InertWorkspaceFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _InertWorkspaceFinder())
+
+
 def install_inprocess_registry_inspection() -> None:
     """vLLM inspects model classes in a child process "to avoid initializing CUDA"; that
     child would not inherit these patches, and there is no CUDA to protect here."""
@@ -689,4 +748,5 @@ def install(sm: tuple[int, int], device_name: str, total_memory: int, device_cou
     else:
         install_platform(sm, device_name, total_memory, device_count)
     install_inprocess_registry_inspection()
+    install_inert_kernel_workspaces()
     install_late_stubs()
