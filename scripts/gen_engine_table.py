@@ -34,6 +34,9 @@ ENGINE_FAMILIES = (
     "qwen35_moe",
     "glm47",
     "qwen3_next",
+    "exaone_moe",
+    "ernie45_moe",
+    "glm47_flash",
 )
 ENGINE_VERSION = "0.32.0"
 # Disagreements found, with their cause (the engine tier expects them to persist until fixed).
@@ -72,6 +75,11 @@ NOTES = (
     "glm47 startup-step-not-checked-*: the lint's MTP025 (a start-up step the probe could not check: an attention "
     "backend package or tokenizer absent from the probe's environment) is a warning, so the verdict is clean; the "
     "engine, without FlashInfer or a reasoning parser, confirms the MTP block drafts (acceptance 1).",
+    "Twin faults the engine found, fixed and re-measured: ernie45-moe-bf16-official drafted acceptance 0 (lint clean): "
+    "the acceptance construction left ERNIE 4.5's numbered MTP norms (`model.mtp_emb_norm.0`) zero and did not read "
+    "`model.mtp_linear_proj.0` as the projection; now acceptance 1, agree. exaone-moe-bf16-official: the twin kept "
+    "`mlp_layer_types` 48 long for 3 layers and vLLM refused the config (`num_hidden_layers (3) must be equal to "
+    "the number of mlp_layer_types (48)`); every per-layer list is now cut to the kept layers: acceptance 1, agree.",
     "Measured and left out of the table (the twin's limit, not the checkpoint's; the lint at full size is clean): "
     "mimo_v2_pro (mimo-v2-pro-bf16-fused-qkv: `RuntimeError: start (0) + length (8192) exceeds dimension size "
     "(512)`, parameter.py:218: the twin leaves the SWA layers' heads (swa_num_*) and heads x v_head_dim 128 "
