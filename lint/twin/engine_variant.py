@@ -28,7 +28,8 @@ from . import shrink, values
 
 # Where each producer lists the layers it left unquantized, when the checkpoint declares none
 # (vLLM reads these keys: CompressedTensorsConfig.ignore, ModelOpt exclude_modules / ignore,
-# QuarkConfig exclude, Fp8Config ignored_layers, AWQ modules_to_not_convert, GPTQ "-:" dynamic).
+# QuarkConfig exclude, Fp8Config ignored_layers, AWQ modules_to_not_convert, GPTQ "-:" dynamic,
+# AutoRound (vLLM's INCConfig) extra_config: a layer named there with bits 16 is unquantized).
 _DEFAULT_KEY = {
     "compressed-tensors": "quantization_config.ignore",
     "modelopt": "quantization_config.ignore",
@@ -37,7 +38,10 @@ _DEFAULT_KEY = {
     "fp8": "quantization_config.ignored_layers",
     "awq": "quantization_config.modules_to_not_convert",
     "gptq": "quantization_config.dynamic",
+    "auto-round": "quantization_config.extra_config",
 }
+# What AutoRound writes for a layer it left in 16 bits (INCConfig.get_quant_method reads "bits").
+_AUTO_ROUND_UNQUANTIZED = {"bits": 16, "data_type": "float"}
 _BITS_KEYS = ("bits", "w_bit", "num_bits")
 
 
@@ -245,14 +249,23 @@ def exclude(twin: Path, variant: Variant, p: shrink.Plan, mtp_modules: list[str]
     node = data
     for k in parents:
         node = node.setdefault(k, {})
+    _append(node, last, entries)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    variant.entries = entries
+
+
+def _append(node: dict[str, Any], last: str, entries: list[str]) -> None:
+    """The entries added to the list (or map) at node[last], as the producer writes it."""
     if last == "dynamic":  # GPTQ: a "-:" regex skips a layer (re.match from the layer name's start)
         dyn = node.setdefault("dynamic", {})
         for e in entries:
             dyn[f"-:{re.escape(e)}"] = {}
+    elif last == "extra_config":  # AutoRound: an exact layer name (INC matches it before any pattern)
+        extra = node.setdefault("extra_config", {})
+        for e in entries:
+            extra.setdefault(e, dict(_AUTO_ROUND_UNQUANTIZED))
     else:
         lst = node.get(last)
         lst = list(lst) if isinstance(lst, list) else []
         lst += [e for e in entries if e not in lst]
         node[last] = lst
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    variant.entries = entries

