@@ -117,7 +117,9 @@ def _module_tensors(
         except encode.Unsupported:
             if w.any():
                 unencoded.append(new_module)
-            return _zero_module(module, new_module, leaves, p)
+            # the leaves' shapes as the granularity gives them (an NVFP4 expert's 16-wide group
+            # scale is not a size of its own: shrunk by value it kept a 256 the expert count holds)
+            return _zero_module(module, new_module, leaves, p, {leaf: s for leaf, (_, s) in shapes.items()})
     if any(leaf in ("qweight", "qzeros") for leaf in leaves):
         shape = p.shape(f"{module}.qweight", tuple(leaves["qweight"].shape), "I32") if "qweight" in leaves else None
         if shape is not None and values.logical(new_module, "weight", (shape[1] * 8, shape[0]), in_mtp).any():
@@ -133,14 +135,18 @@ def _module_tensors(
 
 
 def _zero_module(
-    module: str, new_module: str, leaves: dict[str, TensorInfo], p: shrink.Plan
+    module: str,
+    new_module: str,
+    leaves: dict[str, TensorInfo],
+    p: shrink.Plan,
+    shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> dict[str, torch.Tensor]:
     """A module in a format the twin cannot encode, stored with its shapes and dtypes and a zero
     dequantized value: codes and zero points 0 and every scale 0 (AWQ, GPTQ, NVFP4 and MXFP4 all
     dequantize to (code - zero) x scale), norms 1."""
     out: dict[str, torch.Tensor] = {}
     for leaf, t in leaves.items():
-        shape = p.shape(f"{module}.{leaf}", tuple(t.shape), t.dtype)
+        shape = (shapes or {}).get(leaf) or p.shape(f"{module}.{leaf}", tuple(t.shape), t.dtype)
         dt = encode.dtype(t.dtype, f"{module}.{leaf}")
         v = values.logical(new_module, leaf, shape, False) if leaf in ("weight", "bias") and len(shape) == 1 else None
         out[_twin_name(p, t)] = (v if v is not None else torch.zeros(shape)).to(dt)
