@@ -1,7 +1,9 @@
-"""Twin every fixture recipe and every layout rebuilt from ../shared/real-checkpoints; print
-which got a twin, which named an engine limit, and which failed (the twin's own limit).
+"""Twin every fixture recipe, every tiny real-weight checkpoint (fixtures/tiny_real.py,
+fixtures/tiny_export.py) and every layout rebuilt from ../shared/real-checkpoints (quantized
+exports of them included); print which got a twin, which named an engine limit, and which
+failed (the twin's own limit).
 
-    python scripts/twin_sweep.py [--only SUBSTR] [--real-only] [--fixtures-only]
+    python scripts/twin_sweep.py [--only SUBSTR ...] [--real-only | --fixtures-only | --tiny-only] [--probe]
 """
 
 from __future__ import annotations
@@ -229,6 +231,27 @@ def probe_twin(path: Path) -> str:
     )
 
 
+def tiny_cases() -> list[tuple[str, object]]:
+    """The tiny real-weight checkpoints (hidden 128, MiMo and GLM-4.5 classes): `twin` serves
+    them as they are; `tiny-shrunk:` forces the structure twin on them (sizes already small)."""
+    from fixtures import tiny_export, tiny_real
+
+    def export(d: Path, graft: bool) -> Path:
+        return tiny_export.quantized_export(tiny_export.release(d / "release"), d / "src", graft_mtp=graft)
+
+    makers: list[tuple[str, object]] = [
+        (f"{f}-{v}", lambda d, f=f, v=v: tiny_real.build(d / "src", f, v))
+        for f in tiny_real.FAMILIES
+        for v in tiny_real.VARIANTS
+    ]
+    makers += [
+        ("glm45-export-release", lambda d: tiny_export.release(d / "src")),
+        ("glm45-export-w4a16-mtp-grafted", lambda d: export(d, True)),
+        ("glm45-export-w4a16-mtp-dropped", lambda d: export(d, False)),
+    ]
+    return [(f"{kind}:{n}", m) for kind in ("tiny", "tiny-shrunk") for n, m in makers]
+
+
 def one(name: str, make, a) -> str:
     from mtplint.core.errors import BadInput
     from mtplint.twin.build import build
@@ -236,7 +259,7 @@ def one(name: str, make, a) -> str:
     tmp = Path(tempfile.mkdtemp(prefix="twin-sweep-"))
     try:
         src = make(tmp)
-        t = build(src, tmp / "twin")
+        t = build(src, tmp / "twin", as_is=False if name.startswith("tiny-shrunk:") else None)
         note = f" ({t.note})" if t.note else ""
         size = sum(f.stat().st_blocks * 512 for f in t.path.iterdir() if f.is_file())
         hidden = ""
@@ -270,6 +293,7 @@ def main() -> int:
     ap.add_argument("--from", dest="start", help="skip the cases before this one")
     ap.add_argument("--real-only", action="store_true")
     ap.add_argument("--fixtures-only", action="store_true")
+    ap.add_argument("--tiny-only", action="store_true", help="only the tiny real-weight checkpoints")
     ap.add_argument("-v", action="store_true")
     ap.add_argument(
         "--probe",
@@ -280,9 +304,11 @@ def main() -> int:
     from fixtures.build import cached_build, list_recipes
 
     cases: list[tuple[str, object]] = []
-    if not a.real_only:
+    if not (a.real_only or a.tiny_only):
         cases += [(r, lambda d, r=r: cached_build(r)) for r in list_recipes()]
-    if not a.fixtures_only:
+    if not (a.real_only or a.fixtures_only):
+        cases += tiny_cases()
+    if not (a.fixtures_only or a.tiny_only):
         cases += [(f"real:{s}", lambda d, s=s: real_layout(s, d / "src")) for s in [*REAL_LAYOUTS, *QUANTIZED_LAYOUTS]]
     if a.start:
         cases = cases[[n for n, _ in cases].index(a.start) :]
