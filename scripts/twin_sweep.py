@@ -40,7 +40,11 @@ REAL_LAYOUTS = {
     "qwen36-27b-fp8@finetune-vocab-151936": ("qwen35", {"vocab_size": 151936, "_name_or_path": "me/qwen36-ft"}),
     "glm-5.1@experts-160-heads-32": ("glm5", {"n_routed_experts": 160, "num_attention_heads": 32}),
     "mimo-7b-kor@hidden-2048": ("mimo", {"hidden_size": 2048, "intermediate_size": 5632}),
+    "deepseek-v4-flash-0731-dspark": ("deepseek_v4_flash", None),
 }
+# Bases with no stored published config of their own: the family's fixture config (copied from
+# the published one) quantized as published exports are.
+FIXTURE_BASES = {"glm-ocr": ("glm_ocr", None)}
 
 # Quantized exports of those layouts, as people publish them: slug -> (base real layout, the
 # steps). A step is a fixture recipe whose transforms and mutations are replayed on the real
@@ -71,6 +75,13 @@ QUANTIZED_LAYOUTS = {
     # MiMo-7B fine-tune in compressed-tensors W4A16 / FP8
     "mimo-7b-kor@ct-w4a16": ("mimo-7b-kor", ["mimo-ct-w4a16"]),
     "mimo-7b-kor@ct-fp8": ("mimo-7b-kor", ["mimo-ct-fp8"]),
+    # DeepSeek-V4-Flash-0731 (its published config): NVFP4 experts with the DSpark MTP blocks,
+    # and the W4A16 export that keeps its MTP block BF16
+    "deepseek-v4-flash-0731-dspark@nvfp4-dspark": ("deepseek-v4-flash-0731-dspark", ["dsv4-flash-nvfp4-dspark"]),
+    "deepseek-v4-flash-0731-dspark@w4a16-bf16mtp": ("deepseek-v4-flash-0731-dspark", ["dsv4-flash-w4a16-bf16mtp"]),
+    # GLM-OCR: block FP8 text model (vision tower and MTP eh_proj BF16), and AWQ with a BF16 MTP layer
+    "glm-ocr@fp8": ("glm-ocr", ["glm-ocr-fp8"]),
+    "glm-ocr@awq-bf16-mtp": ("glm-ocr", ["glm-ocr-awq"]),
 }
 
 
@@ -82,9 +93,12 @@ def _real_tensors(slug: str) -> tuple[dict, list]:
     """The real config (with the slug's edits) and its tensors from the family's generator."""
     from fixtures import layouts
 
-    family, edits = REAL_LAYOUTS[slug]
+    family, edits = {**REAL_LAYOUTS, **FIXTURE_BASES}[slug]
     slug = slug.split("@")[0]
-    cfg = json.loads((REAL / slug / "config.json").read_text())
+    if slug in FIXTURE_BASES:
+        cfg = layouts.load_config(family)
+    else:
+        cfg = json.loads((REAL / slug / "config.json").read_text())
     text = _text(cfg)
     for key, value in (edits or {}).items():
         (cfg if key.startswith("_") else text)[key] = value
@@ -185,6 +199,15 @@ def _steps(ck, steps: list[str]):
             ck = _own_fp8(ck)
         elif step == "nvfp4-hf-quant-config":
             ck = _nvfp4_hf_quant_config(ck)
+        elif step == "glm-ocr-fp8":
+            ck = transforms.fp8_block(
+                ck,
+                [r"re:^model\.language_model\.layers\.\d+\.(self_attn|mlp)\."],
+                modules_to_not_convert=["model.visual"],
+            )
+        elif step == "glm-ocr-awq":
+            text = r"re:^model\.language_model\.layers\.\d+\.(self_attn|mlp)\."
+            ck = transforms.awq(ck, [text], skip=[r"re:^model\.language_model\.layers\.16\."])
         elif step == "drop-quant":
             ck.config.pop("quantization_config", None)
             _text(ck.config).pop("quantization_config", None)
@@ -203,7 +226,7 @@ def real_layout(slug: str, dest: Path) -> Path:
 
     base, steps = QUANTIZED_LAYOUTS.get(slug, (slug, []))
     cfg, tensors = _real_tensors(base)
-    ck = _steps(Checkpoint(family=REAL_LAYOUTS[base][0], config=cfg, tensors=tensors), steps)
+    ck = _steps(Checkpoint(family={**REAL_LAYOUTS, **FIXTURE_BASES}[base][0], config=cfg, tensors=tensors), steps)
     dest.mkdir(parents=True)
     (dest / "config.json").write_text(json.dumps(ck.config, indent=2))
     if ck.hf_quant_config is not None:

@@ -32,3 +32,16 @@ def test_nvfp4_expert_group_scales_keep_their_16_wide_groups():
     assert shapes["weight_scale_2"] == () and shapes["input_scale"] == ()
     down = _twin_module("dsv4-flash-nvfp4", "layers.0.ffn.experts.0.w2")
     assert down["weight_scale"] == (512, down["weight"][1] * 2 // 16)
+
+
+def test_packed_fp4_weights_shrink_as_their_logical_shape():
+    """ModelOpt NVFP4 GLM-5: a packed U8 weight [out, in/2] was shrunk by value, and 6144 / 2 =
+    3072 met a kept config size, so the twin held 3072-wide codes where vLLM builds in/2 = 128:
+    a 600 MB twin whose load failed (4 shape errors in the probe; now 31 MB, 0)."""
+    o_proj = _twin_module("glm5-nvfp4-mtp-head-excluded", "model.layers.0.self_attn.o_proj")
+    up = _twin_module("glm5-nvfp4-mtp-head-excluded", "model.layers.3.mlp.experts.0.up_proj")
+    assert o_proj["weight"] == (256, 2 * 256 // 2) and o_proj["weight_scale"] == (256, 2 * 256 // 16)
+    assert up["weight"][1] == 256 // 2 and up["weight_scale"] == (up["weight"][0], 256 // 16)
+    # DeepSeek-V4's MXFP4 experts (I8 codes, E8M0 `.scale` per 32) pack the same way
+    mtp = _twin_module("dsv4-flash-nvfp4", "mtp.0.ffn.experts.0.w1")
+    assert mtp["weight"] == (256, 512 // 2) and mtp["scale"] == (256, 512 // 32)
