@@ -1,7 +1,9 @@
-"""Twin every fixture recipe and every layout rebuilt from ../shared/real-checkpoints; print
-which got a twin, which named an engine limit, and which failed (the twin's own limit).
+"""Twin every fixture recipe, every tiny real-weight checkpoint (fixtures/tiny_real.py,
+fixtures/tiny_export.py) and every layout rebuilt from ../shared/real-checkpoints (quantized
+exports of them included); print which got a twin, which named an engine limit, and which
+failed (the twin's own limit).
 
-    python scripts/twin_sweep.py [--only SUBSTR] [--real-only] [--fixtures-only]
+    python scripts/twin_sweep.py [--only SUBSTR ...] [--real-only | --fixtures-only | --tiny-only] [--probe]
 """
 
 from __future__ import annotations
@@ -38,17 +40,66 @@ REAL_LAYOUTS = {
     "qwen36-27b-fp8@finetune-vocab-151936": ("qwen35", {"vocab_size": 151936, "_name_or_path": "me/qwen36-ft"}),
     "glm-5.1@experts-160-heads-32": ("glm5", {"n_routed_experts": 160, "num_attention_heads": 32}),
     "mimo-7b-kor@hidden-2048": ("mimo", {"hidden_size": 2048, "intermediate_size": 5632}),
+    "deepseek-v4-flash-0731-dspark": ("deepseek_v4_flash", None),
+}
+# Bases with no stored published config of their own: the family's fixture config (copied from
+# the published one) quantized as published exports are.
+FIXTURE_BASES = {"glm-ocr": ("glm_ocr", None)}
+
+# Quantized exports of those layouts, as people publish them: slug -> (base real layout, the
+# steps). A step is a fixture recipe whose transforms and mutations are replayed on the real
+# layout (the project's own quantizer imitations), or one of the sweep's own steps below
+# (`own-fp8`: the FP8 tensors and scales the real config's own quantization_config describes;
+# `nvfp4-hf-quant-config`: ModelOpt NVFP4 with a published hf_quant_config.json's exclusions).
+QUANTIZED_LAYOUTS = {
+    # cognitivecomputations-style DeepSeek-R1 AWQ: every trunk Linear 4-bit, the MTP layer BF16
+    "deepseek-r1@awq-bf16-mtp": ("deepseek-r1", ["dsv3-awq-bf16-mtp"]),
+    "deepseek-r1@experts-192@awq-bf16-mtp": ("deepseek-r1@experts-192", ["dsv3-awq-bf16-mtp"]),
+    # an NVFP4 DeepSeek-V3/R1 with the published ModelOpt exclusions (`model.layers.61*`)
+    "deepseek-r1@nvfp4-modelopt": ("deepseek-r1", ["nvfp4-hf-quant-config"]),
+    "deepseek-r1@nvfp4-mtp-quantized": ("deepseek-r1", ["dsv3-nvfp4-mtp-head-omitted"]),
+    # Qwen3.6-27B-FP8 with its FP8 tensors and block scales (its own ignore list kept BF16)
+    "qwen36-27b-fp8@fp8-tensors": ("qwen36-27b-fp8", ["own-fp8"]),
+    "qwen36-27b-fp8@finetune-vocab-151936@fp8-tensors": ("qwen36-27b-fp8@finetune-vocab-151936", ["own-fp8"]),
+    # Qwen3.6-27B AutoRound AWQ and GPTQ exports (the Qwen3.5 recipes' quantizers)
+    "qwen36-27b-fp8@autoround-awq": ("qwen36-27b-fp8", ["drop-quant", "qwen35-awq-autoround-shard-names"]),
+    "qwen36-27b-fp8@gptq": ("qwen36-27b-fp8", ["drop-quant", "qwen35-gptq"]),
+    "qwen36-27b-fp8@gptq-gdn-z-bf16": ("qwen36-27b-fp8", ["drop-quant", "qwen35-gptq-gdn-z-bf16"]),
+    # REAP-pruned Qwen3.5 MoE exports quantized (per-expert tensors as the real index stores them)
+    "qwen35-moe-reap-25b@gptq": ("qwen35-moe-reap-25b", ["qwen35-moe-gptq-no-mtp"]),
+    "qwen35-moe-reap-18b@autoround-int4": ("qwen35-moe-reap-18b", ["qwen35-moe-autoround-int4"]),
+    "qwen35-moe-reap-18b@experts-96@quark-mxfp4": ("qwen35-moe-reap-18b@experts-96", ["qwen35-moe-quark-mxfp4"]),
+    # GLM-5.1-FP8 with its FP8 tensors; GLM-5.1 in ModelOpt NVFP4
+    "glm-5.1-fp8@fp8-tensors": ("glm-5.1-fp8", ["own-fp8"]),
+    "glm-5.1@nvfp4": ("glm-5.1", ["glm5-nvfp4-mtp-head-excluded"]),
+    # MiMo-7B fine-tune in compressed-tensors W4A16 / FP8
+    "mimo-7b-kor@ct-w4a16": ("mimo-7b-kor", ["mimo-ct-w4a16"]),
+    "mimo-7b-kor@ct-fp8": ("mimo-7b-kor", ["mimo-ct-fp8"]),
+    # DeepSeek-V4-Flash-0731 (its published config): NVFP4 experts with the DSpark MTP blocks,
+    # and the W4A16 export that keeps its MTP block BF16
+    "deepseek-v4-flash-0731-dspark@nvfp4-dspark": ("deepseek-v4-flash-0731-dspark", ["dsv4-flash-nvfp4-dspark"]),
+    "deepseek-v4-flash-0731-dspark@w4a16-bf16mtp": ("deepseek-v4-flash-0731-dspark", ["dsv4-flash-w4a16-bf16mtp"]),
+    # GLM-OCR: block FP8 text model (vision tower and MTP eh_proj BF16), and AWQ with a BF16 MTP layer
+    "glm-ocr@fp8": ("glm-ocr", ["glm-ocr-fp8"]),
+    "glm-ocr@awq-bf16-mtp": ("glm-ocr", ["glm-ocr-awq"]),
 }
 
 
-def real_layout(slug: str, dest: Path) -> Path:
-    from fixtures import layouts
-    from fixtures.sparse import write_shard_groups
+def _text(cfg: dict) -> dict:
+    return cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
 
-    family, edits = REAL_LAYOUTS[slug]
+
+def _real_tensors(slug: str) -> tuple[dict, list]:
+    """The real config (with the slug's edits) and its tensors from the family's generator."""
+    from fixtures import layouts
+
+    family, edits = {**REAL_LAYOUTS, **FIXTURE_BASES}[slug]
     slug = slug.split("@")[0]
-    cfg = json.loads((REAL / slug / "config.json").read_text())
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    if slug in FIXTURE_BASES:
+        cfg = layouts.load_config(family)
+    else:
+        cfg = json.loads((REAL / slug / "config.json").read_text())
+    text = _text(cfg)
     for key, value in (edits or {}).items():
         (cfg if key.startswith("_") else text)[key] = value
     flat = "text_config" not in cfg and family == "qwen35_moe"
@@ -75,9 +126,112 @@ def real_layout(slug: str, dest: Path) -> Path:
                 kept.append((n, dtype or "BF16", (H, moe) if m.group(1) == "down" else (moe, H)))
         if kept:
             tensors = kept
+    return cfg, tensors
+
+
+def _excluded(module: str, entries: list[str]) -> bool:
+    """A quantizer's not-convert entry names the module or a module above it."""
+    return any(module == e or module.startswith(e + ".") for e in entries)
+
+
+def _own_fp8(ck):
+    """Block FP8 over every Linear the config's own quantization_config does not exclude, that
+    quantization_config kept as published."""
+    from fixtures import transforms
+
+    qc = ck.config.get("quantization_config") or _text(ck.config).get("quantization_config")
+    entries = list(qc.get("modules_to_not_convert") or []) + list(qc.get("ignored_layers") or [])
+    mods = [
+        m
+        for m in transforms.linear_modules(ck.tensors)
+        if not _excluded(m, entries) and not re.search(r"(embed_tokens|lm_head|\.head|\.gate)$", m)
+    ]
+    ck = transforms.dequantize(ck)
+    ck = _on_modules(
+        ck, mods, lambda c: transforms.fp8_block(c, ["re:"], block=tuple(qc.get("weight_block_size") or (128, 128)))
+    )
+    ck.config["quantization_config"] = qc
+    return ck
+
+
+def _on_modules(ck, mods, transform):
+    """A transform applied to these modules only (named one by one, a list of 10^4-10^5 names is
+    quadratic in the transforms' pattern matching): run on their tensors, the rest kept."""
+    chosen = set(mods)
+    inside = [t for t in ck.tensors if t[0].rsplit(".", 1)[0] in chosen]
+    part = ck.copy()
+    part.tensors = inside
+    part = transform(part)
+    ck.config, ck.hf_quant_config = part.config, part.hf_quant_config
+    ck.tensors = [t for t in ck.tensors if t[0].rsplit(".", 1)[0] not in chosen] + part.tensors
+    return ck
+
+
+def _nvfp4_hf_quant_config(ck):
+    """ModelOpt NVFP4 with the published DeepSeek-R1 hf_quant_config.json's exclusions (globs)."""
+    from fnmatch import translate
+
+    from fixtures import transforms
+
+    hf = json.loads((REAL / "deepseek-r1-nvfp4-hf-quant-config" / "hf_quant_config.json").read_text())
+    exclude = hf["quantization"]["exclude_modules"]
+    excluded = re.compile("|".join(translate(e) for e in exclude))  # ModelOpt's globs, one regex
+    ck = transforms.dequantize(ck)
+    mods = [
+        m
+        for m in transforms.linear_modules(ck.tensors)
+        if m.startswith("model.layers.") and not excluded.match(m) and not m.endswith((".gate", ".eh_proj", ".head"))
+    ]
+    ck = _on_modules(
+        ck, mods, lambda c: transforms.modelopt_nvfp4(c, ["re:"], exclude_modules=exclude, form="hf_quant_config")
+    )
+    ck.hf_quant_config = hf  # as published, byte for byte in content
+    ck.config.pop("quantization_config", None)
+    return ck
+
+
+def _steps(ck, steps: list[str]):
+    from fixtures import build as fixture_build
+    from fixtures import mutations, transforms
+
+    for step in steps:
+        if step == "own-fp8":
+            ck = _own_fp8(ck)
+        elif step == "nvfp4-hf-quant-config":
+            ck = _nvfp4_hf_quant_config(ck)
+        elif step == "glm-ocr-fp8":
+            ck = transforms.fp8_block(
+                ck,
+                [r"re:^model\.language_model\.layers\.\d+\.(self_attn|mlp)\."],
+                modules_to_not_convert=["model.visual"],
+            )
+        elif step == "glm-ocr-awq":
+            text = r"re:^model\.language_model\.layers\.\d+\.(self_attn|mlp)\."
+            ck = transforms.awq(ck, [text], skip=[r"re:^model\.language_model\.layers\.16\."])
+        elif step == "drop-quant":
+            ck.config.pop("quantization_config", None)
+            _text(ck.config).pop("quantization_config", None)
+        else:
+            r = fixture_build.load_recipe(step)
+            for kind, table in (("transforms", transforms.TRANSFORMS), ("mutations", mutations.MUTATIONS)):
+                for params in r.get(kind, []):
+                    params = dict(params)
+                    ck = table[params.pop("kind")](ck, **fixture_build._resolve(ck, params))
+    return ck
+
+
+def real_layout(slug: str, dest: Path) -> Path:
+    from fixtures.sparse import write_shard_groups
+    from fixtures.transforms import Checkpoint
+
+    base, steps = QUANTIZED_LAYOUTS.get(slug, (slug, []))
+    cfg, tensors = _real_tensors(base)
+    ck = _steps(Checkpoint(family={**REAL_LAYOUTS, **FIXTURE_BASES}[base][0], config=cfg, tensors=tensors), steps)
     dest.mkdir(parents=True)
-    (dest / "config.json").write_text(json.dumps(cfg, indent=2))
-    write_shard_groups(dest, [tensors], name_fmt=None)
+    (dest / "config.json").write_text(json.dumps(ck.config, indent=2))
+    if ck.hf_quant_config is not None:
+        (dest / "hf_quant_config.json").write_text(json.dumps(ck.hf_quant_config, indent=4) + "\n")
+    write_shard_groups(dest, [ck.tensors], name_fmt=None)
     return dest
 
 
@@ -100,6 +254,27 @@ def probe_twin(path: Path) -> str:
     )
 
 
+def tiny_cases() -> list[tuple[str, object]]:
+    """The tiny real-weight checkpoints (hidden 128, MiMo and GLM-4.5 classes): `twin` serves
+    them as they are; `tiny-shrunk:` forces the structure twin on them (sizes already small)."""
+    from fixtures import tiny_export, tiny_real
+
+    def export(d: Path, graft: bool) -> Path:
+        return tiny_export.quantized_export(tiny_export.release(d / "release"), d / "src", graft_mtp=graft)
+
+    makers: list[tuple[str, object]] = [
+        (f"{f}-{v}", lambda d, f=f, v=v: tiny_real.build(d / "src", f, v))
+        for f in tiny_real.FAMILIES
+        for v in tiny_real.VARIANTS
+    ]
+    makers += [
+        ("glm45-export-release", lambda d: tiny_export.release(d / "src")),
+        ("glm45-export-w4a16-mtp-grafted", lambda d: export(d, True)),
+        ("glm45-export-w4a16-mtp-dropped", lambda d: export(d, False)),
+    ]
+    return [(f"{kind}:{n}", m) for kind in ("tiny", "tiny-shrunk") for n, m in makers]
+
+
 def one(name: str, make, a) -> str:
     from mtplint.core.errors import BadInput
     from mtplint.twin.build import build
@@ -107,7 +282,7 @@ def one(name: str, make, a) -> str:
     tmp = Path(tempfile.mkdtemp(prefix="twin-sweep-"))
     try:
         src = make(tmp)
-        t = build(src, tmp / "twin")
+        t = build(src, tmp / "twin", as_is=False if name.startswith("tiny-shrunk:") else None)
         note = f" ({t.note})" if t.note else ""
         size = sum(f.stat().st_blocks * 512 for f in t.path.iterdir() if f.is_file())
         hidden = ""
@@ -136,11 +311,12 @@ def one(name: str, make, a) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only")
+    ap.add_argument("--only", action="append", default=[], help="keep only the cases whose name holds one of these")
     ap.add_argument("--skip", action="append", default=[], help="leave out the cases whose name holds this")
     ap.add_argument("--from", dest="start", help="skip the cases before this one")
     ap.add_argument("--real-only", action="store_true")
     ap.add_argument("--fixtures-only", action="store_true")
+    ap.add_argument("--tiny-only", action="store_true", help="only the tiny real-weight checkpoints")
     ap.add_argument("-v", action="store_true")
     ap.add_argument(
         "--probe",
@@ -151,15 +327,17 @@ def main() -> int:
     from fixtures.build import cached_build, list_recipes
 
     cases: list[tuple[str, object]] = []
-    if not a.real_only:
+    if not (a.real_only or a.tiny_only):
         cases += [(r, lambda d, r=r: cached_build(r)) for r in list_recipes()]
-    if not a.fixtures_only:
-        cases += [(f"real:{s}", lambda d, s=s: real_layout(s, d / "src")) for s in REAL_LAYOUTS]
+    if not (a.real_only or a.fixtures_only):
+        cases += tiny_cases()
+    if not (a.fixtures_only or a.tiny_only):
+        cases += [(f"real:{s}", lambda d, s=s: real_layout(s, d / "src")) for s in [*REAL_LAYOUTS, *QUANTIZED_LAYOUTS]]
     if a.start:
         cases = cases[[n for n, _ in cases].index(a.start) :]
     counts = {"ok": 0, "limit": 0, "fail": 0}
     for name, make in cases:
-        if (a.only and a.only not in name) or any(s in name for s in a.skip):
+        if (a.only and not any(o in name for o in a.only)) or any(s in name for s in a.skip):
             continue
         counts[one(name, make, a)] += 1
     ok, limit, fail = counts["ok"], counts["limit"], counts["fail"]

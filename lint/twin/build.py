@@ -63,12 +63,25 @@ def _num_bits(config: dict[str, Any]) -> int:
     return 4
 
 
+# Micro-scaling group scales (NVFP4's F8_E4M3, MX formats' E8M0 or U8): beside a one-byte
+# weight they mean two FP4 codes a byte (a W8A8 int8 weight has a float scale instead).
+_MX_SCALE_DTYPES = ("F8_E4M3", "F8_E8M0", "U8")
+
+
 def _logical_source_shape(leaves: dict[str, TensorInfo], bits: int) -> tuple[int, ...] | None:
     if "weight_packed" in leaves:
         o, i = leaves["weight_packed"].shape[:2]
-        return (o, i * (32 // bits))
+        return (o, i * (2 if leaves["weight_packed"].dtype == "U8" else 32 // bits))
     w = leaves.get("weight")
-    return tuple(w.shape) if w is not None else None
+    if w is None:
+        return None
+    scale = leaves.get("weight_scale") or leaves.get("scale")
+    packed = w.dtype in ("U8", "I8") and scale is not None and scale.dtype in _MX_SCALE_DTYPES
+    if packed and len(w.shape) == 2 and len(scale.shape) == 2:  # type: ignore[union-attr]
+        # packed FP4: shrunk as the logical [out, in], then packed again (its packed in/2 met
+        # config sizes by value: GLM-5's 6144 / 2 = 3072 stayed 3072, a 600 MB twin)
+        return (w.shape[0], w.shape[1] * 2)
+    return tuple(w.shape)
 
 
 def _leaf_shape(name: str, leaf: str, t: TensorInfo, src: tuple[int, ...], new: tuple[int, ...], p: shrink.Plan):
@@ -76,7 +89,7 @@ def _leaf_shape(name: str, leaf: str, t: TensorInfo, src: tuple[int, ...], new: 
     fixed = p.overrides.get(p.rename(t.name) or "")
     if fixed is not None:
         return fixed
-    if leaf == "weight_packed":
+    if leaf in ("weight_packed", "weight") and len(t.shape) == 2:  # packed: the same codes a byte
         return (new[0], new[1] * t.shape[1] // src[1])
     if leaf in ("weight", "weight_shape"):
         return new if leaf == "weight" else tuple(t.shape)
@@ -117,7 +130,9 @@ def _module_tensors(
         except encode.Unsupported:
             if w.any():
                 unencoded.append(new_module)
-            return _zero_module(module, new_module, leaves, p)
+            # the leaves' shapes as the granularity gives them (an NVFP4 expert's 16-wide group
+            # scale is not a size of its own: shrunk by value it kept a 256 the expert count holds)
+            return _zero_module(module, new_module, leaves, p, {leaf: s for leaf, (_, s) in shapes.items()})
     if any(leaf in ("qweight", "qzeros") for leaf in leaves):
         shape = p.shape(f"{module}.qweight", tuple(leaves["qweight"].shape), "I32") if "qweight" in leaves else None
         if shape is not None and values.logical(new_module, "weight", (shape[1] * 8, shape[0]), in_mtp).any():
@@ -133,14 +148,18 @@ def _module_tensors(
 
 
 def _zero_module(
-    module: str, new_module: str, leaves: dict[str, TensorInfo], p: shrink.Plan
+    module: str,
+    new_module: str,
+    leaves: dict[str, TensorInfo],
+    p: shrink.Plan,
+    shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> dict[str, torch.Tensor]:
     """A module in a format the twin cannot encode, stored with its shapes and dtypes and a zero
     dequantized value: codes and zero points 0 and every scale 0 (AWQ, GPTQ, NVFP4 and MXFP4 all
     dequantize to (code - zero) x scale), norms 1."""
     out: dict[str, torch.Tensor] = {}
     for leaf, t in leaves.items():
-        shape = p.shape(f"{module}.{leaf}", tuple(t.shape), t.dtype)
+        shape = (shapes or {}).get(leaf) or p.shape(f"{module}.{leaf}", tuple(t.shape), t.dtype)
         dt = encode.dtype(t.dtype, f"{module}.{leaf}")
         v = values.logical(new_module, leaf, shape, False) if leaf in ("weight", "bias") and len(shape) == 1 else None
         out[_twin_name(p, t)] = (v if v is not None else torch.zeros(shape)).to(dt)

@@ -93,6 +93,8 @@ def _weight(
         return {"weight_packed": pack_to_int32(q, num_bits).reshape(shape)}, scale
     if weight is None:
         return {}, None
+    if len(weight[1]) == 2 and tuple(weight[1]) != tuple(w.shape):
+        raise Unsupported(f"{module}: packed FP4 {weight[0]} weight has no twin encoding")
     if weight[0] not in _QMAX:
         return {"weight": w.to(dtype(weight[0], module))}, None
     if scale_leaf not in leaves:
