@@ -6,7 +6,9 @@ of those that build it their own way.
   quant config; it shares neither embedding nor head, and refuses a draft whose vocabulary
   differs from the target's (`verify_equal_vocab_size_if_draft_model`).
 - `dflash`: `DFlashProposer` (v1/spec_decode/dflash.py): the base config, non-causal attention.
-- `mtp` with a Gemma 4 assistant: `Gemma4Proposer` (v1/spec_decode/gemma4.py).
+- `mtp` with a Gemma 4 assistant: `Gemma4Proposer` (v1/spec_decode/gemma4.py); with a Step-3.5
+  draft (`step3p5_mtp`): `Step3p5MTPProposer` (v1/spec_decode/step3p5.py, its own head wiring:
+  each MTP layer keeps the head it loaded).
 - `dspark`: implemented only by vLLM's V2 GPU model runner (0.33.0 config/vllm.py), whose
   `load_dspark_model` (v1/worker/gpu/spec_decode/dspark/utils.py) sets
   `get_draft_quant_config(vllm_config)` on the draft's VllmConfig after its post-init restored
@@ -26,6 +28,12 @@ _PROPOSERS = {
     "draft_model": ("vllm.v1.spec_decode.draft_model", "DraftModelProposer"),
     "dflash": ("vllm.v1.spec_decode.dflash", "DFlashProposer"),
 }
+# SpeculativeConfig predicates the model runner asks, in its order, before the method's own
+# proposer (v1/worker/gpu_model_runner.py: use_gemma4_mtp, then use_step3p5_mtp).
+_BY_PREDICATE = (
+    ("use_gemma4_mtp", ("vllm.v1.spec_decode.gemma4", "Gemma4Proposer")),
+    ("use_step3p5_mtp", ("vllm.v1.spec_decode.step3p5", "Step3p5MTPProposer")),
+)
 
 
 def proposer_class(method: str | None, spec_config: Any = None) -> Any:
@@ -34,13 +42,14 @@ def proposer_class(method: str | None, spec_config: Any = None) -> Any:
     model runner picks it (`speculative_config.use_gemma4_mtp()`): its own embedding sharing
     (the target's wider embedding whatever the draft's width) and no head sharing."""
     where = _PROPOSERS.get(method or "")
-    use_gemma4 = getattr(spec_config, "use_gemma4_mtp", None)
-    if method == "mtp" and callable(use_gemma4):
+    for predicate, proposer in _BY_PREDICATE if method == "mtp" else ():
+        asks = getattr(spec_config, predicate, None)
         try:
-            if use_gemma4():
-                where = ("vllm.v1.spec_decode.gemma4", "Gemma4Proposer")
+            if callable(asks) and asks():
+                where = proposer
+                break
         except Exception:
-            pass
+            continue
     if where is None:
         return None
     try:
