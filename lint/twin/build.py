@@ -179,7 +179,8 @@ def _check_dest(dest: Path) -> None:
         raise BadInput(f"{dest}: not writable")
 
 
-def _small_enough(inv: Inventory) -> bool:
+def small_enough(inv: Inventory) -> bool:
+    """A checkpoint the CPU engine serves as it is: small hidden size and bytes, real data."""
     hidden = shrink._int(text_config(inv.config), "hidden_size") or 0
     total = sum(t.nbytes for t in inv.tensors.values())
     return 0 < hidden <= AS_IS_HIDDEN and total <= AS_IS_BYTES and _has_data(inv)
@@ -224,14 +225,14 @@ def build(
             raise BadInput(f"{dest}: exists and is not a twin (refusing to overwrite)")
         shutil.rmtree(dest)
     shrink.check_layers(inv.config)
-    if as_is is not False and variant is None and _small_enough(inv):
+    if as_is is not False and variant is None and small_enough(inv):
         return _as_is(inv, source, dest, started)
     p = shrink.plan(inv.config)
     p.guess = bool(p.ambiguous)
-    twin = _write_twin(inv, p, source, dest, started, variant)
+    twin = write_twin(inv, p, source, dest, started, variant)
     if p.guess and p.guessed:
         _follow_the_weight_flow(inv, p, source, dest, started, variant)
-        twin = _write_twin(inv, p, source, dest, started, variant)
+        twin = write_twin(inv, p, source, dest, started, variant)
     return twin
 
 
@@ -255,7 +256,7 @@ def _follow_the_weight_flow(
         if not fixes:
             break
         p.overrides.update(fixes)
-        _write_twin(inv, p, source, dest, started, variant)
+        write_twin(inv, p, source, dest, started, variant)
     else:
         report = _probe_twin(flow, dest)
     errors = flow.shape_errors(report)
@@ -277,7 +278,7 @@ def _probe_twin(flow: Any, dest: Path) -> Any:
         raise shrink.TwinLimit(f"vLLM's construction of the twin's config did not run ({exc})") from None
 
 
-def _write_twin(
+def write_twin(
     inv: Inventory,
     p: shrink.Plan,
     source: str | Path,
@@ -285,6 +286,8 @@ def _write_twin(
     started: float,
     variant: engine_variant.Variant | None = None,
 ) -> Twin:
+    """The twin of `inv` under plan `p` written to `dest` (verify's layout twin passes a plan
+    that keeps every size)."""
     unencoded: list[str] = []
     n_src = num_hidden_layers(inv.config)
     bits = _num_bits(inv.config)

@@ -94,7 +94,7 @@ def same_layout(source: Path, dest: Path) -> Any:
     inv = load_inventory(source)
     layers = {int(m.group(1)) for n in inv.tensors if (m := _LAYER.search(n))}
     p = shrink.Plan(copy.deepcopy(inv.config), {i: i for i in layers}, {}, vision_blocks=shrink.MAX_LAYERS)
-    twin = build._write_twin(inv, p, source, dest, started)
+    twin = build.write_twin(inv, p, source, dest, started)
     if _tied(dest):
         _retie(dest)
     return twin

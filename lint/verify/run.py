@@ -351,9 +351,9 @@ def _holds_construction(twin_dir: Path) -> bool:
 
 
 def _both_served_as_they_are(linted: Any) -> bool:
-    from ..twin.build import _small_enough
+    from ..twin.build import small_enough
 
-    return all(_small_enough(i) for i in (linted.inventory, linted.path_inventory) if i is not None)
+    return all(small_enough(i) for i in (linted.inventory, linted.path_inventory) if i is not None)
 
 
 _PAIR_LIMIT = (
