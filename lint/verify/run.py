@@ -69,13 +69,7 @@ class Verified:
     def to_dict(self) -> dict[str, Any]:
         o = self.outcome
         engine: dict[str, Any] = {
-            "load": "not-run" if o is None else o.load,
-            "error": None if o is None else o.error,
-            "acceptance": None if o is None else o.acceptance,
-            "acceptance_per_position": [] if o is None else o.per_position,
-            "drafts": 0 if o is None else o.drafts,
-            "draft_tokens": 0 if o is None else o.draft_tokens,
-            "accepted_tokens": 0 if o is None else o.accepted,
+            **_outcome_json(o),
             "vllm": (o.vllm if o else None) or self.engine_vllm,
             "verdict": self.engine_verdict,
             "not_run": self.not_run,
@@ -109,6 +103,15 @@ def _layout_twin_json(o: engine_run.Outcome | None, not_run: str | None) -> dict
         return None
     return {
         "what": LAYOUT_TWIN,
+        **_outcome_json(o),
+        "verdict": None if o is None else verdict.engine_verdict(o),
+        "not_run": not_run,
+    }
+
+
+def _outcome_json(o: engine_run.Outcome | None) -> dict[str, Any]:
+    """What one engine run did, as the JSON report writes it (not run: the empty values)."""
+    return {
         "load": "not-run" if o is None else o.load,
         "error": None if o is None else o.error,
         "acceptance": None if o is None else o.acceptance,
@@ -116,8 +119,6 @@ def _layout_twin_json(o: engine_run.Outcome | None, not_run: str | None) -> dict
         "drafts": 0 if o is None else o.drafts,
         "draft_tokens": 0 if o is None else o.draft_tokens,
         "accepted_tokens": 0 if o is None else o.accepted,
-        "verdict": None if o is None else verdict.engine_verdict(o),
-        "not_run": not_run,
     }
 
 

@@ -15,8 +15,6 @@ mis-loaded Linears), its twin at 0.00 every time (silent failure, as the lint sa
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -24,18 +22,9 @@ from mtplint.twin import values
 from mtplint.verify import run, verdict
 from mtplint.verify.construction import holds_construction, same_layout
 from mtplint.verify.engine_run import Outcome
+from verify_cli import verify_json as _verify
 
 from fixtures import tiny_export, tiny_real
-
-
-def _verify(path, *args):
-    from mtplint.verify import engine_env
-
-    python = str(engine_env.engine("0.32.0").python)
-    cmd = [sys.executable, "-m", "mtplint", "verify", str(path), "--format", "json", "--engine-python", python, *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    return proc.returncode, json.loads(proc.stdout)
 
 
 @pytest.mark.engine

@@ -6,7 +6,6 @@ start-up error, the BF16 MTP block a compressed-tensors config does not exclude 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -14,6 +13,7 @@ import pytest
 from mtplint.verify import verdict
 from mtplint.verify.construction import holds_construction
 from mtplint.verify.engine_run import Outcome
+from verify_cli import verify_json as _verify
 
 from fixtures import tiny_export, tiny_real
 
@@ -23,16 +23,6 @@ CASES = {
     ("mimo", "mtp-dropped"): ("start-up-error", None),
     ("glm45", "ct-mtp-not-excluded"): ("silent-failure", 0.0),
 }
-
-
-def _verify(path, *args):
-    from mtplint.verify import engine_env
-
-    python = str(engine_env.engine("0.32.0").python)
-    cmd = [sys.executable, "-m", "mtplint", "verify", str(path), "--format", "json", "--engine-python", python, *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    return proc.returncode, json.loads(proc.stdout)
 
 
 @pytest.mark.engine
