@@ -151,6 +151,8 @@ def dead_entries(
     aimed: dict[Asked, list[Member]] = {}
     excluded = {h for hits in entries.values() for h in hits}
     for entry, matched in entries.items():
+        if not matched and _other_half_matches(entry, entries):
+            continue
         if matched or ex.undecided.get(entry):
             # Matched, or naming a Linear vLLM builds without asking the config (`eh_proj`
             # as nn.Linear): the entry declares it unquantized and keeps it so once vLLM
@@ -178,6 +180,15 @@ def dead_entries(
             continue
         single.append((entry, meant, prefixes, mtp_intent))
     return single, aimed
+
+
+def _other_half_matches(entry: str, entries: dict[str, list[Layer]]) -> bool:
+    """vLLM's ModelOpt config splits an entry `X*` into `X` and `X.*` before matching
+    (ModelOptQuantConfigBase.apply_vllm_mapper, vllm #28072): the entry as written is alive
+    when either half matches (`*lilicorr*` -> `*lilicorr`, which names no module, and
+    `*lilicorr.*`, which matches the head's Linears)."""
+    other = entry[:-2] if entry.endswith(".*") else entry + ".*"
+    return bool(entries.get(other))
 
 
 def aimed_groups(ctx: ReportView, key: str) -> dict[Asked, list[Member]]:
