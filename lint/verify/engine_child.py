@@ -25,6 +25,24 @@ def _where(exc: BaseException) -> dict | None:
     return None
 
 
+def _loading(exc: BaseException) -> dict | None:
+    """The weight vLLM was loading when it raised, and the shapes its loader compared: a bare
+    `assert param_data.shape == loaded_weight.shape` (linear.py) says neither."""
+    got: dict = {}
+    tb = exc.__traceback__
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        for key in ("weight_qualname", "weight_name", "name"):
+            if isinstance(local.get(key), str) and "." in local[key] and "/vllm/" in tb.tb_frame.f_code.co_filename:
+                got["weight"] = local[key]
+                break
+        for key, shape in (("param_data", "param_shape"), ("loaded_weight", "loaded_shape")):
+            if hasattr(local.get(key), "shape"):
+                got[shape] = list(local[key].shape)
+        tb = tb.tb_next
+    return got or None
+
+
 def _root(exc: BaseException) -> BaseException:
     # vLLM wraps engine-core start-up failures; the cause says what broke.
     seen = 0
@@ -128,6 +146,7 @@ def main(request_path: str, result_path: str) -> int:
             "message": str(root)[:2000],
             "where": _where(root) or _where(exc),
             "raised": type(exc).__name__,
+            "loading": _loading(root),
         }
         result["traceback"] = traceback.format_exc()[-6000:]
         _write(result_path, result)

