@@ -181,7 +181,7 @@ def _check_dest(dest: Path) -> None:
 
 def small_enough(inv: Inventory) -> bool:
     """A checkpoint the CPU engine serves as it is: small hidden size and bytes, real data."""
-    hidden = shrink._int(text_config(inv.config), "hidden_size") or 0
+    hidden = shrink._int(shrink.speculators_layer(inv.config) or text_config(inv.config), "hidden_size") or 0
     total = sum(t.nbytes for t in inv.tensors.values())
     return 0 < hidden <= AS_IS_HIDDEN and total <= AS_IS_BYTES and _has_data(inv)
 
@@ -212,10 +212,18 @@ def _as_is(inv: Inventory, source: str | Path, dest: Path, started: float) -> Tw
 
 
 def build(
-    source: str | Path, dest: str | Path, *, as_is: bool | None = None, variant: engine_variant.Variant | None = None
+    source: str | Path,
+    dest: str | Path,
+    *,
+    as_is: bool | None = None,
+    variant: engine_variant.Variant | None = None,
+    follow: shrink.Follow | None = None,
+    min_layers: int = 0,
 ) -> Twin:
     """as_is: None serves a checkpoint small enough as it is; False always shrinks. variant: the
-    engine variant (engine_variant.plan) to build instead of the twin as shipped."""
+    engine variant (engine_variant.plan) to build instead of the twin as shipped. follow: a
+    separate draft's twin takes its target twin's widths; min_layers: trunk layers kept from 0
+    (those whose hidden states a separate EAGLE-3 / DFlash draft reads)."""
     started = time.perf_counter()
     inv = load_inventory(source)
     dest = Path(dest)
@@ -227,7 +235,7 @@ def build(
     shrink.check_layers(inv.config)
     if as_is is not False and variant is None and small_enough(inv):
         return _as_is(inv, source, dest, started)
-    p = shrink.plan(inv.config)
+    p = shrink.plan_checkpoint(inv.config, follow, min_layers)
     p.guess = bool(p.ambiguous)
     twin = write_twin(inv, p, source, dest, started, variant)
     if p.guess and p.guessed:
