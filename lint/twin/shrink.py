@@ -68,6 +68,7 @@ class Plan:
     guess: bool = False  # an ambiguous size takes its smaller twin size (the weight flow corrects it)
     guessed: set[str] = field(default_factory=set)  # tensors that took a guessed size
     source_vocab: int | None = None  # the source's vocab_size (a separate draft's twin follows it)
+    source_layers: int | None = None  # the source's layer count (a separate draft's layers follow it)
 
     def rename(self, name: str) -> str | None:
         """The twin's name for a source tensor, or None where its layer is dropped."""
@@ -459,8 +460,8 @@ def plan(config: dict[str, Any], follow: Follow | None = None, min_layers: int =
         _clamp_token_ids(new_cfg)
     blocks = _shrink_vision(new_cfg, tgt["hidden_size"])
     p = Plan(new_cfg, layers, dims, ambiguous, (src["hidden_size"], tgt["hidden_size"]), blocks)
-    _renumber_exclusions(new_cfg, p)
     _draft_dims(src, tgt, p, follow)
+    _renumber_exclusions(new_cfg, p)
     return p
 
 
@@ -474,12 +475,14 @@ class Follow:
 
     hidden: tuple[int, int]
     vocab: tuple[int, int]
+    layers: tuple[int, int] = (0, 0)  # the target's layer count: vLLM numbers a draft's layers after it
 
     @classmethod
     def of(cls, p: Plan) -> Follow:
         src = text_config(p.config)
         vocab = _int(src, "vocab_size") or VOCAB
-        return cls(p.hidden, (p.source_vocab or vocab, vocab))
+        n = _int(src, _layer_key(src)) or 0
+        return cls(p.hidden, (p.source_vocab or vocab, vocab), (p.source_layers or n, n))
 
 
 _SPECULATORS_TOP = ("draft_vocab_size", "target_hidden_size")
@@ -529,14 +532,35 @@ def _draft_widths(src: Any, tgt: dict[str, Any], follow: Follow | None) -> None:
 def _draft_dims(src: Any, tgt: dict[str, Any], p: Plan, follow: Follow | None) -> None:
     """target_hidden_size (the target's hidden states the draft's fc reads): the target twin's."""
     th, h = _int(src, "target_hidden_size"), _int(src, "hidden_size")
-    p.source_vocab = _int(src, "vocab_size")
+    p.source_vocab, p.source_layers = _int(src, "vocab_size"), _int(src, _layer_key(src))
+    n_t, n_t2 = follow.layers if follow is not None else (0, 0)
+    if n_t:
+        # vLLM builds a separate draft's layer i as `layers.{target layers + i}` (start_layer_id):
+        # the exclusion entries naming them follow the target twin's layer count
+        own = {s: t for s, t in p.layers.items() if s < (p.source_layers or 0)}
+        p.layers.update({n_t + s: n_t2 + t for s, t in own.items() if n_t + s not in p.layers})
     _clamp_mask_tokens(p.config, _int(tgt, "vocab_size") or VOCAB)
+    _drafter_heads(src, p)
     if not th:
         return
     new = follow.hidden[1] if follow is not None and follow.hidden[0] == th else p.hidden[1] if th == h else HIDDEN
     tgt["target_hidden_size"] = new
     if th != h and th not in p.ambiguous:
         p.dims.setdefault(th, new)
+
+
+def _drafter_heads(src: Any, p: Plan) -> None:
+    """Sizes of drafter heads built from the hidden size and a kept field: DSpark's confidence head
+    reads [hidden; Markov embedding] (hidden + markov_rank); DFlash2's kernel projection gives
+    2 x taps x (hidden / conv_group_size) coefficients (qwen3_dflash2.py)."""
+    h, h2 = p.hidden
+    rank = _int(src, "markov_rank")
+    if rank and h:
+        p.dims.setdefault(h + rank, h2 + rank)
+    dc = src.get("dflash_config") if isinstance(src.get("dflash_config"), dict) else src
+    taps, group = _int(dc, "conv_kernel_size"), _int(dc, "conv_group_size")
+    if taps and group and h and h % group == 0 and h2 % group == 0:
+        p.dims.setdefault(2 * taps * (h // group), 2 * taps * (h2 // group))
 
 
 def _clamp_mask_tokens(cfg: dict[str, Any], vocab: int) -> None:

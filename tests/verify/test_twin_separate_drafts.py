@@ -183,3 +183,19 @@ def test_verify_serves_a_separate_draft_twin_beside_its_target_twin(recipe, meth
     assert v["lint"]["inputs"]["method"] == method and v["twin"]["draft"]["as_is"] is False
     # the target twin's layers: embedding, norm and head, and a layer's 7 FP8 Linears + scales and 2 norms
     assert v["twin"]["tensors"] == 3 + 16 * layers
+
+
+@pytest.mark.slow
+def test_drafter_heads_and_exclusions_follow_the_target_twin(tmp_path):
+    """DFlash2's kernel projection (2 x taps x hidden / conv_group_size rows), DSpark's confidence
+    head ([hidden; Markov rank]) and an exclusion entry naming the draft's layer as vLLM numbers it
+    (after the target's 32 layers) follow the twins; on main the pair of twins linted with MTP008
+    (a kernel projection of 256 rows where vLLM builds 16), and MTP002/MTP005 (`layers.32` dropped
+    from `ignore`) where the source pairs lint clean."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    _, dflash2 = _pair(tmp_path / "a", "dflash2-llama31-8b-fp8-global-ignore", min_layers=31)
+    assert _shapes(dflash2.path)["layers.0.mlp_conv.kernel_projection.weight"] == (2 * 4 * 256 // 128, 256)
+    ignore = json.loads((dflash2.path / "config.json").read_text())["quantization_config"]["ignore"]
+    assert ignore == ["lm_head", r"re:.*\.layers\.31\.mlp\..*"]
+    _, dspark = _pair(tmp_path / "b", "dspark-llama31-8b", min_layers=31)
+    assert _shapes(dspark.path)["confidence_head.proj.weight"] == (1, 256 + 256)
