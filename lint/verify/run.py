@@ -465,6 +465,12 @@ def render_text(v: Verified) -> str:
     )
     if v.twin.get("as_is"):
         lines.append(f"twin:    {v.twin.get('note')}")
+    draft = v.twin.get("draft") or {}
+    if draft and not draft.get("as_is"):
+        lines.append(
+            f"twin:    the draft's twin ({draft.get('tensors')} tensors) beside the target's, its widths the target "
+            "twin's; it holds no acceptance construction: the engine confirms start-up and drafting"
+        )
     if v.twin.get("variant"):
         lines.append(f"twin:    engine variant {v.twin['variant']['name']}: {v.twin['variant']['why']}")
     if v.outcome is None:

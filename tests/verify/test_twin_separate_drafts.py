@@ -199,3 +199,13 @@ def test_drafter_heads_and_exclusions_follow_the_target_twin(tmp_path):
     assert ignore == ["lm_head", r"re:.*\.layers\.31\.mlp\..*"]
     _, dspark = _pair(tmp_path / "b", "dspark-llama31-8b", min_layers=31)
     assert _shapes(dspark.path)["confidence_head.proj.weight"] == (1, 256 + 256)
+
+
+def test_verify_text_says_a_draft_twin_was_served_and_its_drafts_not_judged():
+    from mtplint.verify.engine_run import Outcome
+
+    v = verify_run.Verified(path="t", lint={}, lint_text="", lint_verdict="clean", lint_raised=None, n=2)
+    v.twin, v.judge_drafts = {"as_is": False, "draft": {"tensors": 15, "as_is": False}}, False
+    v.outcome = Outcome(load="ok", vllm="0.32.0", drafts=15, draft_tokens=30, accepted=0)
+    text = verify_run.render_text(v)
+    assert "the draft's twin (15 tensors) beside the target's" in text and "agree:   yes" in text
