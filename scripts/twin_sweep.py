@@ -3,7 +3,10 @@ fixtures/tiny_export.py) and every layout rebuilt from ../shared/real-checkpoint
 exports of them included); print which got a twin, which named an engine limit, and which
 failed (the twin's own limit).
 
-    python scripts/twin_sweep.py [--only SUBSTR ...] [--real-only | --fixtures-only | --tiny-only] [--probe]
+    python scripts/twin_sweep.py [--only SUBSTR ...] [--real-only | --fixtures-only | --tiny-only | --pairs-only]
+        [--probe]
+
+`--fixtures-only` also twins each separate draft recipe beside its target's twin (`pair:` cases).
 """
 
 from __future__ import annotations
@@ -275,6 +278,78 @@ def tiny_cases() -> list[tuple[str, object]]:
     return [(f"{kind}:{n}", m) for kind in ("tiny", "tiny-shrunk") for n, m in makers]
 
 
+def pair_cases() -> list[tuple[str, object]]:
+    """Every separate draft recipe with the target its [expect] names: the target's twin keeping the
+    layers the draft reads, the draft's twin following it (as `verify --draft` serves them)."""
+    from fixtures.build import cached_build, list_recipes, load_recipe
+
+    out: list[tuple[str, object]] = []
+    for r in list_recipes():
+        target = load_recipe(r).get("expect", {}).get("target")
+        if target:
+            out.append((f"pair:{r}", lambda d, r=r, t=target: (cached_build(t), cached_build(r))))
+    return out
+
+
+def one_pair(name: str, make, a) -> str:
+    from mtplint.core.errors import BadInput
+    from mtplint.twin.build import build, draft_reads_layers
+    from mtplint.twin.shrink import Follow
+
+    tmp = Path(tempfile.mkdtemp(prefix="twin-sweep-"))
+    try:
+        target, draft = make(tmp)
+        t = build(target, tmp / "target", as_is=False, min_layers=draft_reads_layers(draft))
+        assert t.plan is not None
+        d = build(draft, tmp / "draft", as_is=False, follow=Follow.of(t.plan))
+        layers = json.loads((t.path / "config.json").read_text()).get("num_hidden_layers")
+        print(f"ok     {name}: target {t.tensors} tensors ({layers} layers), draft {d.tensors} tensors", flush=True)
+        if a.probe:
+            print(f"       probe: {probe_pair(t.path, d.path, target, draft)}", flush=True)
+        return "ok"
+    except BadInput as exc:
+        print(f"FAIL   {name}: exit 2: {exc}", flush=True)
+        return "fail"
+    except Exception as exc:
+        if type(exc).__name__ in ("TwinLimit", "Unsupported"):
+            print(f"limit  {name}: {exc}", flush=True)
+            return "limit"
+        print(f"FAIL   {name}: {type(exc).__name__}: {exc}", flush=True)
+        if a.v:
+            traceback.print_exc()
+        return "fail"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _lint_pair(target: Path, draft: Path, method: str | None = None) -> tuple[str | None, list[str], str]:
+    """(the method vLLM resolved, the finding codes, a failure line or '') of `check TARGET --draft DRAFT`."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "mtplint", "check", str(target), "--draft", str(draft), "--format", "json"]
+    proc = subprocess.run([*cmd, *(["--method", method] if method else [])], capture_output=True, text=True)
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError:
+        return None, [], f"exit {proc.returncode}: {proc.stderr.strip()[-200:]}"
+    return report["inputs"].get("method"), sorted(f"{f['code']} {f['severity']}" for f in report["findings"]), ""
+
+
+def probe_pair(target: Path, draft: Path, src_target: Path, src_draft: Path) -> str:
+    """The pair of twins through the lint's probe beside the source pair: the same findings? The
+    twins are linted with the method vLLM resolved for the source (a twin's directory name says
+    nothing: vLLM reads `eagle3` from the source's path)."""
+    method, src, bad = _lint_pair(src_target, src_draft)
+    if bad:
+        return f"source: {bad}"
+    _, twin, bad = _lint_pair(target, draft, method)
+    if bad:
+        return f"twins: {bad}"
+    # by kind (code and severity): the twin drops layers, so a per-layer finding counts fewer times
+    same = sorted(set(src)) == sorted(set(twin))
+    return f"method {method}, {'same findings' if same else 'DIFFERENT findings'}: source {src}, twins {twin}"
+
+
 def one(name: str, make, a) -> str:
     from mtplint.core.errors import BadInput
     from mtplint.twin.build import build
@@ -317,6 +392,11 @@ def main() -> int:
     ap.add_argument("--real-only", action="store_true")
     ap.add_argument("--fixtures-only", action="store_true")
     ap.add_argument("--tiny-only", action="store_true", help="only the tiny real-weight checkpoints")
+    ap.add_argument(
+        "--pairs-only",
+        action="store_true",
+        help="only the separate drafts, each twinned beside its target's twin (`pair:` cases)",
+    )
     ap.add_argument("-v", action="store_true")
     ap.add_argument(
         "--probe",
@@ -327,11 +407,13 @@ def main() -> int:
     from fixtures.build import cached_build, list_recipes
 
     cases: list[tuple[str, object]] = []
-    if not (a.real_only or a.tiny_only):
+    if not (a.real_only or a.tiny_only or a.pairs_only):
         cases += [(r, lambda d, r=r: cached_build(r)) for r in list_recipes()]
-    if not (a.real_only or a.fixtures_only):
+    if not (a.real_only or a.tiny_only):
+        cases += pair_cases()
+    if not (a.real_only or a.fixtures_only or a.pairs_only):
         cases += tiny_cases()
-    if not (a.fixtures_only or a.tiny_only):
+    if not (a.fixtures_only or a.tiny_only or a.pairs_only):
         cases += [(f"real:{s}", lambda d, s=s: real_layout(s, d / "src")) for s in [*REAL_LAYOUTS, *QUANTIZED_LAYOUTS]]
     if a.start:
         cases = cases[[n for n, _ in cases].index(a.start) :]
@@ -339,7 +421,7 @@ def main() -> int:
     for name, make in cases:
         if (a.only and not any(o in name for o in a.only)) or any(s in name for s in a.skip):
             continue
-        counts[one(name, make, a)] += 1
+        counts[(one_pair if name.startswith("pair:") else one)(name, make, a)] += 1
     ok, limit, fail = counts["ok"], counts["limit"], counts["fail"]
     print(f"twin: {ok} built, {limit} engine/twin limits named, {fail} failed, of {ok + limit + fail}")
     return 0

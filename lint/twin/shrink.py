@@ -67,6 +67,8 @@ class Plan:
     overrides: dict[str, tuple[int, ...]] = field(default_factory=dict)
     guess: bool = False  # an ambiguous size takes its smaller twin size (the weight flow corrects it)
     guessed: set[str] = field(default_factory=set)  # tensors that took a guessed size
+    source_vocab: int | None = None  # the source's vocab_size (a separate draft's twin follows it)
+    source_layers: int | None = None  # the source's layer count (a separate draft's layers follow it)
 
     def rename(self, name: str) -> str | None:
         """The twin's name for a source tensor, or None where its layer is dropped."""
@@ -353,7 +355,7 @@ def _resolve(src: Any, tgt: dict[str, Any], ratio_fixed: bool = False) -> tuple[
     return dims, ambiguous
 
 
-def _layers(src: Any, n_src: int) -> tuple[dict[int, int], dict[str, Any]]:
+def _layers(src: Any, n_src: int, min_layers: int = 0) -> tuple[dict[int, int], dict[str, Any]]:
     """Trunk layers kept (the first dense one, the first MoE one, the first of each layer type)
     and MTP layers renumbered."""
     first_k = _int(src, "first_k_dense_replace")
@@ -370,7 +372,7 @@ def _layers(src: Any, n_src: int) -> tuple[dict[int, int], dict[str, Any]]:
         for i, t in enumerate(lst):
             firsts.setdefault(str(t), i)
         keep += list(firsts.values())
-    keep = sorted(set(keep))
+    keep = sorted(set(keep) | set(range(min(min_layers, n_src))))
     layers = {s: i for i, s in enumerate(keep)}
     n_new = len(keep)
     depth = max(_int(src, "num_nextn_predict_layers") or 0, 0)
@@ -424,7 +426,10 @@ def check_layers(config: dict[str, Any]) -> None:
         raise BadInput(f"config.json: num_hidden_layers = {n} is not a layer count (more than {MAX_LAYERS})")
 
 
-def plan(config: dict[str, Any]) -> Plan:
+def plan(config: dict[str, Any], follow: Follow | None = None, min_layers: int = 0) -> Plan:
+    """follow: a separate draft's twin follows its target twin's widths; min_layers: the trunk
+    layers 0..min_layers-1 kept (a target whose EAGLE-3 / DFlash draft reads their hidden states).
+    A speculators-format draft: plan_checkpoint."""
     src = text_config(config)
     new_cfg = copy.deepcopy(config)
     tgt = text_config(new_cfg)
@@ -439,13 +444,14 @@ def plan(config: dict[str, Any]) -> Plan:
         tgt.update(widths)
         for k, v in _twin_sizes(src, base).items():
             tgt[k] = v
+        _draft_widths(src, tgt, follow)
         try:
             dims, ambiguous = _resolve(src, tgt)
             break
         except TwinLimit:
             if base == 8:
                 raise
-    layers, layer_sizes = _layers(src, n_src)
+    layers, layer_sizes = _layers(src, n_src, min_layers)
     for k, v in layer_sizes.items():
         if k in tgt:
             tgt[k] = v
@@ -454,8 +460,114 @@ def plan(config: dict[str, Any]) -> Plan:
         _clamp_token_ids(new_cfg)
     blocks = _shrink_vision(new_cfg, tgt["hidden_size"])
     p = Plan(new_cfg, layers, dims, ambiguous, (src["hidden_size"], tgt["hidden_size"]), blocks)
+    _draft_dims(src, tgt, p, follow)
     _renumber_exclusions(new_cfg, p)
     return p
+
+
+# A separate draft is served beside its target: its twin's widths follow the target twin's.
+
+
+@dataclass
+class Follow:
+    """The target twin's widths a separate draft's twin takes: (source, twin) hidden and vocabulary
+    sizes (its twin's hidden states feed the draft's fc, its token ids index the draft's maps)."""
+
+    hidden: tuple[int, int]
+    vocab: tuple[int, int]
+    layers: tuple[int, int] = (0, 0)  # the target's layer count: vLLM numbers a draft's layers after it
+
+    @classmethod
+    def of(cls, p: Plan) -> Follow:
+        src = text_config(p.config)
+        vocab = _int(src, "vocab_size") or VOCAB
+        n = _int(src, _layer_key(src)) or 0
+        return cls(p.hidden, (p.source_vocab or vocab, vocab), (p.source_layers or n, n))
+
+
+_SPECULATORS_TOP = ("draft_vocab_size", "target_hidden_size")
+
+
+def speculators_layer(config: dict[str, Any]) -> dict[str, Any] | None:
+    """A speculators-format draft's decoder-layer config, or None: vLLM's SpeculatorsConfig builds
+    the draft from `transformer_layer_config` with the algorithm's top-level fields laid over it
+    (draft_vocab_size, target_hidden_size, aux layer ids), so its sizes are read there."""
+    layer = config.get("transformer_layer_config")
+    return layer if config.get("speculators_model_type") and isinstance(layer, dict) else None
+
+
+def plan_checkpoint(config: dict[str, Any], follow: Follow | None = None, min_layers: int = 0) -> Plan:
+    """The twin's plan for a checkpoint's config.json, whatever holds its sizes."""
+    if speculators_layer(config) is not None:
+        return _plan_speculators(config, follow)
+    return plan(config, follow, min_layers)
+
+
+def _plan_speculators(config: dict[str, Any], follow: Follow | None) -> Plan:
+    layer = speculators_layer(config)
+    assert layer is not None
+    flat = {**copy.deepcopy(layer), **{k: config[k] for k in _SPECULATORS_TOP if k in config}}
+    p = plan(flat, follow)
+    new_cfg = copy.deepcopy(config)
+    new_cfg["transformer_layer_config"] = {k: v for k, v in p.config.items() if k in layer}
+    new_cfg.update({k: p.config[k] for k in _SPECULATORS_TOP if k in config})
+    _clamp_mask_tokens(new_cfg, _int(p.config, "vocab_size") or VOCAB)
+    p.config = new_cfg
+    return p
+
+
+def _draft_widths(src: Any, tgt: dict[str, Any], follow: Follow | None) -> None:
+    """A draft's free widths before they are resolved: its hidden and vocabulary sizes the target
+    twin's (where they are the target's in the source), and a draft vocabulary smaller than the
+    target's stays smaller (vLLM builds draft_id_to_target_id only then: equal, it raises on d2t)."""
+    if follow is not None:
+        for key, (s, t) in (("hidden_size", follow.hidden), ("vocab_size", follow.vocab)):
+            if _int(src, key) == s:
+                tgt[key] = t
+    dv, v = _int(src, "draft_vocab_size"), _int(src, "vocab_size")
+    if dv and v and dv < v and "draft_vocab_size" in tgt:
+        tgt["draft_vocab_size"] = min(dv, max(1, int(tgt.get("vocab_size", VOCAB)) // 2))
+
+
+def _draft_dims(src: Any, tgt: dict[str, Any], p: Plan, follow: Follow | None) -> None:
+    """target_hidden_size (the target's hidden states the draft's fc reads): the target twin's."""
+    th, h = _int(src, "target_hidden_size"), _int(src, "hidden_size")
+    p.source_vocab, p.source_layers = _int(src, "vocab_size"), _int(src, _layer_key(src))
+    n_t, n_t2 = follow.layers if follow is not None else (0, 0)
+    if n_t:
+        # vLLM builds a separate draft's layer i as `layers.{target layers + i}` (start_layer_id):
+        # the exclusion entries naming them follow the target twin's layer count
+        own = {s: t for s, t in p.layers.items() if s < (p.source_layers or 0)}
+        p.layers.update({n_t + s: n_t2 + t for s, t in own.items() if n_t + s not in p.layers})
+    _clamp_mask_tokens(p.config, _int(tgt, "vocab_size") or VOCAB)
+    _drafter_heads(src, p)
+    if not th:
+        return
+    new = follow.hidden[1] if follow is not None and follow.hidden[0] == th else p.hidden[1] if th == h else HIDDEN
+    tgt["target_hidden_size"] = new
+    if th != h and th not in p.ambiguous:
+        p.dims.setdefault(th, new)
+
+
+def _drafter_heads(src: Any, p: Plan) -> None:
+    """Sizes of drafter heads built from the hidden size and a kept field: DSpark's confidence head
+    reads [hidden; Markov embedding] (hidden + markov_rank); DFlash2's kernel projection gives
+    2 x taps x (hidden / conv_group_size) coefficients (qwen3_dflash2.py)."""
+    h, h2 = p.hidden
+    rank = _int(src, "markov_rank")
+    if rank and h:
+        p.dims.setdefault(h + rank, h2 + rank)
+    dc = src.get("dflash_config") if isinstance(src.get("dflash_config"), dict) else src
+    taps, group = _int(dc, "conv_kernel_size"), _int(dc, "conv_group_size")
+    if taps and group and h and h % group == 0 and h2 % group == 0:
+        p.dims.setdefault(2 * taps * (h // group), 2 * taps * (h2 // group))
+
+
+def _clamp_mask_tokens(cfg: dict[str, Any], vocab: int) -> None:
+    """Mask-token ids (DFlash, DSpark, P-EAGLE placeholders) inside the twin's vocabulary."""
+    for holder in (cfg, cfg.get("dflash_config")):
+        if isinstance(holder, dict) and isinstance(holder.get("mask_token_id"), int):
+            holder["mask_token_id"] = min(holder["mask_token_id"], vocab - 1)
 
 
 def _renumber_exclusions(cfg: dict[str, Any], p: Plan) -> None:

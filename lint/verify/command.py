@@ -35,7 +35,7 @@ from ..core.exit_guard import guarded
     "--draft",
     metavar="PATH",
     help="A draft served from its own checkpoint, as `mtplint check --draft`: linted for PATH, and served "
-    "with it where both are small enough to serve as they are.",
+    "with it (both as they are where both are small enough, else the draft's twin beside PATH's twin).",
 )
 @click.option(
     "--method",
@@ -66,7 +66,9 @@ def verify_cmd(
     """Lint PATH, serve its tiny twin on a real vLLM with MTP, and compare: load outcome,
     acceptance per position, and whether the engine agrees with the lint.
     `mtplint verify -- vllm serve PATH FLAGS...` lints the deployment that command starts and
-    serves the twin with the speculative config, TP and --trust-remote-code vLLM reads from it."""
+    serves the twin with the speculative config, TP and --trust-remote-code vLLM reads from it.
+    Exit 0/1 by the lint's verdict (1 also where the engine disagrees); where no twin can be built
+    or the engine cannot serve it, the engine is `not run` with the reason and the lint decides."""
 
     def run() -> int:
         from .run import render_text, verify

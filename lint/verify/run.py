@@ -186,9 +186,6 @@ def verify(
                 if why is not None and engine_python is None:
                     v.not_run = why
                     return v
-            if not _both_served_as_they_are(linted):
-                v.not_run = _PAIR_LIMIT
-                return v
         python = engine_python or _provision(v, lint_json, lint_opts, say)
         _serve_twin(v, path, python, deployment, engine_timeout, keep_twin, variant)
         return v
@@ -221,8 +218,15 @@ def _serve_twin(
     v.outcome, or v.not_run saying why not."""
     tmp = Path(tempfile.mkdtemp(prefix="mtplint-twin-"))
     try:
+        from ..twin.build import draft_reads_layers
+
         twin_dir = keep_twin or tmp / "twin"
-        twin = _twin(v, path, twin_dir, variant)
+        # A separate draft is served beside its target: both as they are where both are small
+        # enough, else both twins, the draft's following the target twin's widths and the target
+        # twin keeping the layers whose hidden states the draft reads.
+        pair_as_is = d.draft is not None and d.pair_as_is
+        reads = draft_reads_layers(d.draft) if d.draft is not None and not pair_as_is else 0
+        twin = _twin(v, path, twin_dir, variant, as_is=False if reads else None, min_layers=reads)
         if twin is None:
             return
         v.twin = {
@@ -242,12 +246,13 @@ def _serve_twin(
             return
         speculative = None if d.method == "mtp" else {"method": d.method}
         if d.draft is not None:
-            draft = _twin(v, d.draft, tmp / "draft")
+            from ..twin.shrink import Follow
+
+            follow = None if twin.plan is None else Follow.of(twin.plan)
+            draft = _twin(v, d.draft, tmp / "draft", as_is=None if twin.as_is else False, follow=follow)
             if draft is None:
                 return
-            if not (twin.as_is and draft.as_is):  # checked before: the build found otherwise
-                v.not_run = _PAIR_LIMIT
-                return
+            v.twin["draft"] = {"tensors": draft.tensors, "as_is": draft.as_is, "note": draft.note}
             speculative = {"method": d.method, "model": str(draft.path)}
         if speculative is not None:
             # The construction makes the checkpoint's own MTP block draft the target's token;
@@ -333,16 +338,27 @@ def _engine_limits(v: Verified) -> None:
         v.not_run, v.outcome = f"measured: {limit}", None
 
 
-def _twin(v: Verified, source: Path, dest: Path, variant: Any = None) -> Any:
+def _twin(v: Verified, source: Path, dest: Path, variant: Any = None, **how: Any) -> Any:
+    """The twin built, or None with v.not_run saying why: whatever stops the twin (a named limit,
+    or the twin's own code failing on a layout it has not met) is the twin's, never the
+    checkpoint's, and leaves the lint's verdict (and exit code) standing."""
+    from ..core.errors import BadInput, MtplintError
     from ..twin.build import build
     from ..twin.encode import Unsupported
     from ..twin.shrink import TwinLimit
 
     try:
-        return build(source, dest, variant=variant)
+        return build(source, dest, variant=variant, **how)
+    except BadInput:
+        raise  # --keep-twin's directory: the user's input
     except (TwinLimit, Unsupported) as exc:
         v.not_run = f"no twin of {source}: {exc} (a limit of the twin, not a fault of the checkpoint)"
-        return None
+    except (MtplintError, ValueError, RuntimeError, KeyError, IndexError, TypeError, AssertionError) as exc:
+        v.not_run = (
+            f"no twin of {source}: the twin failed on this layout ({type(exc).__name__}: {str(exc)[:300]}) "
+            "(a limit of the twin, not a fault of the checkpoint)"
+        )
+    return None
 
 
 def _holds_construction(twin_dir: Path) -> bool:
@@ -355,13 +371,6 @@ def _both_served_as_they_are(linted: Any) -> bool:
     from ..twin.build import small_enough
 
     return all(small_enough(i) for i in (linted.inventory, linted.path_inventory) if i is not None)
-
-
-_PAIR_LIMIT = (
-    "a separate draft is served only where the target and the draft are both small enough to serve as they "
-    "are (their own weights): twins of the two are shrunk independently, and a draft's construction that "
-    "proposes the target's token is not built (a limit of the twin, not a fault of the checkpoint)"
-)
 
 
 _SERVE_NOTE = (
@@ -402,6 +411,7 @@ class Deployment:
     trust_remote_code: bool
     method: str  # "mtp": the checkpoint's own MTP block
     draft: Path | None  # a draft from its own checkpoint
+    pair_as_is: bool = False  # the target and its draft both small enough to serve as they are
 
 
 def _deployment(linted: Any, lint_opts: dict[str, Any]) -> Deployment | str:
@@ -416,7 +426,8 @@ def _deployment(linted: Any, lint_opts: dict[str, Any]) -> Deployment | str:
         draft = Path(linted.inputs.path)
     tp = int(request.tensor_parallel_size or lint_opts.get("tensor_parallel_size") or 1)
     trust = bool(request.trust_remote_code or lint_opts.get("trust_remote_code"))
-    return Deployment(int(request.num_speculative_tokens or 1), tp, trust, method, draft)
+    pair = draft is not None and _both_served_as_they_are(linted)
+    return Deployment(int(request.num_speculative_tokens or 1), tp, trust, method, draft, pair)
 
 
 def _engine_lines(v: Verified, o: engine_run.Outcome) -> list[str]:
@@ -454,6 +465,12 @@ def render_text(v: Verified) -> str:
     )
     if v.twin.get("as_is"):
         lines.append(f"twin:    {v.twin.get('note')}")
+    draft = v.twin.get("draft") or {}
+    if draft and not draft.get("as_is"):
+        lines.append(
+            f"twin:    the draft's twin ({draft.get('tensors')} tensors) beside the target's, its widths the target "
+            "twin's; it holds no acceptance construction: the engine confirms start-up and drafting"
+        )
     if v.twin.get("variant"):
         lines.append(f"twin:    engine variant {v.twin['variant']['name']}: {v.twin['variant']['why']}")
     if v.outcome is None:
