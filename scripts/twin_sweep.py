@@ -3,7 +3,12 @@ fixtures/tiny_export.py) and every layout rebuilt from ../shared/real-checkpoint
 exports of them included); print which got a twin, which named an engine limit, and which
 failed (the twin's own limit).
 
-    python scripts/twin_sweep.py [--only SUBSTR ...] [--real-only | --fixtures-only | --tiny-only] [--probe]
+    python scripts/twin_sweep.py [--only SUBSTR ...] [--real-only | --fixtures-only | --tiny-only | --external]
+        [--probe]
+
+--external: the hidden check's stand-in, layouts the project's generators never wrote
+(fixtures/external_layouts.py: transformers' own trunks, other tools' quantized formats, export
+quirks); only those.
 """
 
 from __future__ import annotations
@@ -317,6 +322,7 @@ def main() -> int:
     ap.add_argument("--real-only", action="store_true")
     ap.add_argument("--fixtures-only", action="store_true")
     ap.add_argument("--tiny-only", action="store_true", help="only the tiny real-weight checkpoints")
+    ap.add_argument("--external", action="store_true", help="only the external layouts (fixtures/external_layouts.py)")
     ap.add_argument("-v", action="store_true")
     ap.add_argument(
         "--probe",
@@ -327,11 +333,18 @@ def main() -> int:
     from fixtures.build import cached_build, list_recipes
 
     cases: list[tuple[str, object]] = []
-    if not (a.real_only or a.tiny_only):
+    if a.external:
+        from fixtures import external_layouts
+
+        cases += [
+            (f"external:{n}", lambda d, c=c: external_layouts.write(c, d / "src"))
+            for n, c in external_layouts.CASES.items()
+        ]
+    elif not (a.real_only or a.tiny_only):
         cases += [(r, lambda d, r=r: cached_build(r)) for r in list_recipes()]
-    if not (a.real_only or a.fixtures_only):
+    if not (a.real_only or a.fixtures_only or a.external):
         cases += tiny_cases()
-    if not (a.fixtures_only or a.tiny_only):
+    if not (a.fixtures_only or a.tiny_only or a.external):
         cases += [(f"real:{s}", lambda d, s=s: real_layout(s, d / "src")) for s in [*REAL_LAYOUTS, *QUANTIZED_LAYOUTS]]
     if a.start:
         cases = cases[[n for n, _ in cases].index(a.start) :]
