@@ -3,10 +3,13 @@ fixtures/tiny_export.py) and every layout rebuilt from ../shared/real-checkpoint
 exports of them included); print which got a twin, which named an engine limit, and which
 failed (the twin's own limit).
 
-    python scripts/twin_sweep.py [--only SUBSTR ...] [--real-only | --fixtures-only | --tiny-only | --pairs-only]
-        [--probe]
+    python scripts/twin_sweep.py [--only SUBSTR ...]
+        [--real-only | --fixtures-only | --tiny-only | --pairs-only | --external] [--probe]
 
 `--fixtures-only` also twins each separate draft recipe beside its target's twin (`pair:` cases).
+--external: the hidden check's stand-in, layouts the project's generators never wrote
+(fixtures/external_layouts.py: transformers' own trunks, other tools' quantized formats, export
+quirks); only those.
 """
 
 from __future__ import annotations
@@ -397,6 +400,7 @@ def main() -> int:
         action="store_true",
         help="only the separate drafts, each twinned beside its target's twin (`pair:` cases)",
     )
+    ap.add_argument("--external", action="store_true", help="only the external layouts (fixtures/external_layouts.py)")
     ap.add_argument("-v", action="store_true")
     ap.add_argument(
         "--probe",
@@ -407,13 +411,21 @@ def main() -> int:
     from fixtures.build import cached_build, list_recipes
 
     cases: list[tuple[str, object]] = []
-    if not (a.real_only or a.tiny_only or a.pairs_only):
+    if a.external:
+        from fixtures import external_layouts
+
+        cases += [
+            (f"external:{n}", lambda d, c=c: external_layouts.write(c, d / "src"))
+            for n, c in external_layouts.CASES.items()
+        ]
+    only = a.real_only or a.tiny_only or a.pairs_only or a.external
+    if not only:
         cases += [(r, lambda d, r=r: cached_build(r)) for r in list_recipes()]
-    if not (a.real_only or a.tiny_only):
+    if not (a.real_only or a.tiny_only or a.external):
         cases += pair_cases()
-    if not (a.real_only or a.fixtures_only or a.pairs_only):
+    if not (a.real_only or a.fixtures_only or a.pairs_only or a.external):
         cases += tiny_cases()
-    if not (a.fixtures_only or a.tiny_only or a.pairs_only):
+    if not (a.fixtures_only or a.tiny_only or a.pairs_only or a.external):
         cases += [(f"real:{s}", lambda d, s=s: real_layout(s, d / "src")) for s in [*REAL_LAYOUTS, *QUANTIZED_LAYOUTS]]
     if a.start:
         cases = cases[[n for n, _ in cases].index(a.start) :]

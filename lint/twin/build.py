@@ -133,6 +133,9 @@ def _module_tensors(
             # the leaves' shapes as the granularity gives them (an NVFP4 expert's 16-wide group
             # scale is not a size of its own: shrunk by value it kept a 256 the expert count holds)
             return _zero_module(module, new_module, leaves, p, {leaf: s for leaf, (_, s) in shapes.items()})
+    packed = _int_packed_module(module, new_module, leaves, p, in_mtp, unencoded)
+    if packed is not None:
+        return packed
     if any(leaf in ("qweight", "qzeros") for leaf in leaves):
         shape = p.shape(f"{module}.qweight", tuple(leaves["qweight"].shape), "I32") if "qweight" in leaves else None
         if shape is not None and values.logical(new_module, "weight", (shape[1] * 8, shape[0]), in_mtp).any():
@@ -145,6 +148,21 @@ def _module_tensors(
             v = torch.ones(shape)
         out[_twin_name(p, t)] = v.to(encode.dtype(t.dtype, f"{module}.{leaf}"))
     return out
+
+
+def _int_packed_module(
+    module: str, new_module: str, leaves: dict[str, TensorInfo], p: shrink.Plan, in_mtp: bool, unencoded: list[str]
+) -> dict[str, torch.Tensor] | None:
+    """A GPTQ/AWQ module stored as zeros, every leaf's shape from the shrunk logical [out, in]."""
+    src = {leaf: tuple(t.shape) for leaf, t in leaves.items()}
+    packed = encode.int_packed(src)
+    if packed is None:
+        return None
+    kind, logical, pack, group = packed
+    o, i = p.shape(f"{module}.weight", logical)
+    if values.logical(new_module, "weight", (o, i), in_mtp).any():
+        unencoded.append(new_module)
+    return _zero_module(module, new_module, leaves, p, encode.int_packed_shapes(kind, pack, group, (o, i), src))
 
 
 def _zero_module(

@@ -115,3 +115,43 @@ def _companion(
     if leaf.endswith("_scale") or leaf.endswith("scale_inv"):
         return torch.ones(shape, dtype=dtype(code, where))
     return torch.zeros(shape, dtype=dtype(code, where))
+
+
+# GPTQ (AutoGPTQ, GPTQModel, AutoRound's auto_gptq packing) and AutoAWQ's GEMM packing: int codes
+# packed 32/bits to an int32, group scales and zero points. Their leaves are shrunk from the
+# module's logical [out, in]: by value, a packed in/8 or a group count in/128 is no config size (or
+# meets one by chance) and kept its source width (GLM-5 AWQ experts: qzeros 48 rows where the
+# twin's hidden 256 gives 2).
+Shape2 = tuple[int, int]
+
+
+def int_packed(leaves: dict[str, tuple[int, ...]]) -> tuple[str, Shape2, int, int] | None:
+    """(format "gptq" or "awq", logical [out, in], codes per int32, group size) of a module's
+    qweight/qzeros/scales leaves (shapes), or None when they are not that layout."""
+    q, z, s = leaves.get("qweight"), leaves.get("qzeros"), leaves.get("scales")
+    if q is None or z is None or s is None or len(q) != 2 or len(z) != 2 or len(s) != 2 or not z[1]:
+        return None
+    pack = s[1] // z[1]
+    if pack < 1 or s[1] % z[1]:
+        return None
+    if q[1] == s[1]:  # GPTQ: qweight [in / pack, out]
+        kind, out, inp = "gptq", q[1], q[0] * pack
+    else:  # AWQ GEMM: qweight [in, out / pack]
+        kind, out, inp = "awq", s[1], q[0]
+    return kind, (out, inp), pack, max(1, math.ceil(inp / max(1, s[0])))
+
+
+def int_packed_shapes(
+    kind: str, pack: int, group: int, new: Shape2, leaves: dict[str, tuple[int, ...]]
+) -> dict[str, tuple[int, ...]]:
+    """Each leaf's twin shape for the logical [out, in] `new`."""
+    out, inp = new
+    groups = math.ceil(inp / group)
+    shapes: dict[str, tuple[int, ...]] = {
+        "qweight": (inp // pack, out) if kind == "gptq" else (inp, out // pack),
+        "qzeros": (groups, math.ceil(out / pack)),
+        "scales": (groups, out),
+        "g_idx": (inp,),
+        "bias": (out,),
+    }
+    return {leaf: shapes.get(leaf, shape) for leaf, shape in leaves.items()}

