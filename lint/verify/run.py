@@ -174,18 +174,11 @@ def verify(
         linted_inventory = linted.inventory  # first: a remembered lint reads both inventories here
         variant = None
         if deployment.draft is None:
-            # Trunk formats the engine lacks may be stored BF16 (the engine variant) where no
-            # finding touches them.
-            variant, why = capability.serving(linted_inventory, lint_json.get("findings") or [])
-            if why is not None and engine_python is None:
-                v.not_run = why
-                return v
-        else:
-            for inventory in {id(i): i for i in (linted_inventory, linted.path_inventory) if i is not None}.values():
-                why = capability.cannot_serve(inventory)
-                if why is not None and engine_python is None:
-                    v.not_run = why
-                    return v
+            # The pre-check of formats the engine is believed to lack only picks the twin: trunk
+            # layers stored BF16 (the engine variant) where no finding touches them, else the twin
+            # as it is. What the engine then does is the reason reported (measured, as the engine
+            # table does), never the pre-check's belief.
+            variant, _believed = capability.serving(linted_inventory, lint_json.get("findings") or [])
         python = engine_python or _provision(v, lint_json, lint_opts, say)
         _serve_twin(v, path, python, deployment, engine_timeout, keep_twin, variant)
         return v
@@ -240,10 +233,9 @@ def _serve_twin(
         v.timings["twin"] = round(twin.seconds, 2)
         if twin.as_is:
             v.judge_drafts = _holds_construction(twin_dir)
-        if twin.unencoded:
-            # Serving it would test zeros where the construction needs values: not the checkpoint.
-            v.not_run = twin.note
-            return
+        # Modules the twin cannot encode as zeros are served anyway: the engine says whether it
+        # builds them (a missing kernel is its measured limit); a start cannot be judged.
+        unencoded = twin.note if twin.unencoded else None
         speculative = None if d.method == "mtp" else {"method": d.method}
         if d.draft is not None:
             from ..twin.shrink import Follow
@@ -272,6 +264,9 @@ def _serve_twin(
         except engine_run.CannotServe as exc:
             v.not_run = str(exc)
         _engine_limits(v)
+        if unencoded is not None and v.outcome is not None and v.outcome.load == "ok":
+            v.not_run, v.outcome = f"the engine started the twin, but {unencoded}", None
+            return
         if speculative is None and v.outcome is not None and v.judged_by is None:
             _serve_layout_twin(v, path, python, d, engine_timeout, tmp / "layout-twin")
     finally:
