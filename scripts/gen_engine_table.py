@@ -48,6 +48,7 @@ ENGINE_FAMILIES = (
     "mimo_v2_pro",
     "step3p5",
     "longcat_flash",
+    "qwen4_exp",
 )
 ENGINE_VERSION = "0.32.0"
 # Disagreements found, with their cause (the engine tier expects them to persist until fixed).
