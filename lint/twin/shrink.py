@@ -19,7 +19,8 @@ from ..core.mtp_layout import text_config
 
 HIDDEN, INTERMEDIATE, MOE_INTERMEDIATE, VOCAB, HEADS, Q_LORA = 256, 128, 64, 512, 2, 128
 MAX_LAYERS = 4096  # more than any published model has (the largest: 200-odd)
-_TRUNK = re.compile(r"^((?:model\.)?(?:language_model\.)?(?:model\.)?layers\.)(\d+)\.")
+# Nemotron-H names its trunk backbone.layers.N
+_TRUNK = re.compile(r"^((?:model\.)?(?:language_model\.)?(?:model\.)?(?:backbone\.)?layers\.)(\d+)\.")
 # Vision tower blocks: `visual.blocks.N.`, `vision_tower.encoder.layers.N.`, `vision_model...`
 _VISION = re.compile(
     r"^((?:[\w.]*\.)?(?:visual|vision_tower|vision_model|vision_encoder)\.(?:[\w.]*\.)?(?:blocks|layers)\.)(\d+)\."
@@ -163,6 +164,7 @@ _FREE = (
     ("expert_ffn_hidden_size", MOE_INTERMEDIATE),
     ("shared_expert_intermediate_size", MOE_INTERMEDIATE),
     ("share_expert_dim", MOE_INTERMEDIATE),  # Step-3.5's shared expert
+    ("moe_shared_expert_intermediate_size", MOE_INTERMEDIATE),  # Nemotron-H's shared expert
     ("draft_vocab_size", VOCAB),
     # sparse-attention indexer heads: kept unless a shrunk size meets them
     ("index_n_heads", 0),
@@ -218,6 +220,7 @@ def _terms(c: Any, hd: int) -> list[Term]:
         if n and dim:  # the indexer's wq_b rows and weights_proj rows
             add(n * dim, f, dim)
             add(n, f, 1)
+    _mamba_terms(c, add)
     nk, dk = _int(c, "linear_num_key_heads"), _int(c, "linear_key_head_dim")
     nv, dv = _int(c, "linear_num_value_heads"), _int(c, "linear_value_head_dim")
     if nk and dk and nv and dv:  # gated delta net: q, k, v, z, conv1d, b/a
@@ -227,6 +230,28 @@ def _terms(c: Any, hd: int) -> list[Term]:
         for size in (nk * dk, 2 * nk * dk + nv * dv, 2 * nk * dk + 2 * nv * dv):
             add(size)
     return out
+
+
+def _mamba_terms(c: Any, add: Any) -> None:
+    """Nemotron-H's Mamba-2 mixer: its inner width (heads x head dim), in_proj (z, x, B, C, dt)
+    and conv1d (x, B, C) rows; the twin shrinks the head dim (_mamba_sizes), heads and state kept."""
+    nh, hd, g, st = (_int(c, k) for k in ("mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size"))
+    if nh and hd and g and st:
+        inner = nh * hd
+        for size in (inner, 2 * inner + 2 * g * st + nh, inner + 2 * g * st):
+            add(size)
+
+
+def _mamba_sizes(src: Any, tgt: dict[str, Any]) -> None:
+    """The Mamba-2 inner width follows the hidden size (expand x hidden, as shipped) through the
+    head dim: the heads (A_log, D, dt_bias rows) stay, so no count meets a kept size."""
+    nh, hd = _int(src, "mamba_num_heads"), _int(src, "mamba_head_dim")
+    h, th = _int(src, "hidden_size"), tgt.get("hidden_size")
+    if not (nh and hd and h and isinstance(th, int)) or "mamba_head_dim" not in tgt:
+        return
+    new = nh * hd * th / h / nh
+    if new >= 1 and new == int(new):
+        tgt["mamba_head_dim"] = int(new)
 
 
 def _attention_terms(c: Any, hd: int, add: Any) -> None:
@@ -316,6 +341,7 @@ def _tied(src: Any, tgt: dict[str, Any], resolved: Any = ()) -> None:
     if nk and nv and nv % nk == 0 and "linear_num_value_heads" in tgt:
         tgt["linear_num_key_heads"] = max(1, tgt["linear_num_value_heads"] // (nv // nk))
     _second_heads(src, tgt)
+    _mamba_sizes(src, tgt)
 
 
 def _second_heads(src: Any, tgt: dict[str, Any]) -> None:
@@ -453,7 +479,7 @@ def _layers(src: Any, n_src: int) -> tuple[dict[int, int], dict[str, Any]]:
             firsts.setdefault(str(t), i)
         keep += list(firsts.values())
     tails = _mtp_tail_lists(src, n_src)
-    keep += _tail_firsts(tails, n_src) + _moe_enum(src)[:1] + _id_list_firsts(src, n_src)
+    keep += _tail_firsts(tails, n_src) + _moe_enum(src)[:1] + _id_list_firsts(src, n_src) + _pattern_firsts(src, n_src)
     keep = sorted(set(keep))
     layers = {s: i for i, s in enumerate(keep)}
     n_new = len(keep)
@@ -496,7 +522,22 @@ def _tail_sizes(
         out["moe_layers_enum"] = ",".join(str(layers[s]) for s in _moe_enum(src) if s in layers)
     for k, ids in _id_lists(src, n_src).items():
         out[k] = [layers[s] for s in ids if s in layers]
+    pattern = src.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and len(pattern) == n_src:
+        out["hybrid_override_pattern"] = "".join(pattern[s] for s in keep)
     return out
+
+
+def _pattern_firsts(src: Any, n_src: int) -> list[int]:
+    """Nemotron-H's hybrid_override_pattern, one character a layer (M Mamba, E MoE, * attention):
+    vLLM builds len(pattern) layers, so the twin cuts it to the kept layers, the first of each kind."""
+    pattern = src.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or len(pattern) != n_src:
+        return []
+    firsts: dict[str, int] = {}
+    for i, ch in enumerate(pattern):
+        firsts.setdefault(ch, i)
+    return list(firsts.values())
 
 
 _LAYER_ID_LISTS = ("ple_layer_ids", "local_layer_ids")

@@ -128,3 +128,30 @@ def test_inkling_local_layers_follow_the_kept_layers():
     assert all(0 <= i < n for i in c["local_layer_ids"])
     kinds = {i in c["local_layer_ids"] for i in range(n)}
     assert kinds == {True, False}  # a local (sliding) and a global layer both kept
+
+
+def test_nemotron_h_trunk_pattern_and_mamba_widths_shrink():
+    """Nemotron-H: the trunk is backbone.layers.N and vLLM builds len(hybrid_override_pattern)
+    layers; the twin kept all 88 layers (41,657 tensors, 192 s) under num_hidden_layers 1 and the
+    Mamba-2 in_proj/conv1d at full width. Now one layer of each kind (M, E, *), the pattern cut to
+    them, and the Mamba inner width follows the hidden size through the head dim."""
+    src = _config("nemotron_h")
+    p = shrink.plan(src)
+    c = p.config
+    n = c["num_hidden_layers"]
+    assert len(c["hybrid_override_pattern"]) == n and set(c["hybrid_override_pattern"]) == set(
+        src["hybrid_override_pattern"]
+    )
+    assert p.rename("backbone.layers.87.mixer.in_proj.weight") is None  # a dropped layer
+    assert c["mamba_num_heads"] * c["mamba_head_dim"] == 2 * c["hidden_size"]  # expand 2, as shipped
+    nh, hd, g, st = (src[k] for k in ("mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size"))
+    th = c["mamba_head_dim"]
+    assert p.shape("backbone.layers.0.mixer.in_proj.weight", (2 * nh * hd + 2 * g * st + nh, src["hidden_size"])) == (
+        2 * nh * th + 2 * g * st + nh,
+        c["hidden_size"],
+    )
+    assert p.shape("backbone.layers.0.mixer.conv1d.weight", (nh * hd + 2 * g * st, 1, 4)) == (
+        nh * th + 2 * g * st,
+        1,
+        4,
+    )

@@ -38,3 +38,8 @@ def test_step3p5_mtp_head_is_a_head():
     shared_head.head): left zero, every draft would propose token 0."""
     w = values.logical("model.layers.48.shared_head.output", "weight", (16, 8), True)
     assert w[values.TOKEN, 0] == 1.0 and w[values.DECOY, 1] == 1.0
+
+
+def test_nemotron_h_embeddings_are_the_embedding():
+    w = values.logical("backbone.embeddings", "weight", (16, 8), False)
+    assert w[:, 0].eq(1.0).all() and w.abs().sum() == 16
