@@ -297,7 +297,6 @@ def _head_terms(add: Any, heads: int, kv: int, hd: int, vhd: int, kvf: str | Non
     (MiMo-V2's and Inkling's sliding-window layers, which their MTP blocks use): its sizes scale
     with the heads and KV heads, so a conflict moves them together."""
     add(heads * hd, "num_attention_heads", hd)
-    add(2 * heads * hd, "num_attention_heads", 2 * hd)
     add(heads * vhd, "num_attention_heads", vhd)
     add(kv * hd, kvf, hd)
     if vhd != hd:
