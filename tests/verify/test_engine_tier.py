@@ -16,8 +16,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import gen_engine_table as gen
 
-# Served by `make test` (one clean, one start-up error, one silent or quantized case, a GDN hybrid): ~4 engine starts.
-SAMPLE = ("mimo-bf16", "mimo-mtp-dropped", "glm45-air-mtp-dropped", "qwen3-next-bf16-official")
+# Served by `make test` (one clean, one start-up error, one silent or quantized case, a GDN hybrid, Hy3 whose
+# expert_hidden_dim the twin once left unshrunk): ~5 engine starts.
+SAMPLE = ("mimo-bf16", "mimo-mtp-dropped", "glm45-air-mtp-dropped", "qwen3-next-bf16-official", "hy3-bf16-official")
 ALL = os.environ.get("MTPLINT_ENGINE_TIER") == "all"
 RECORDED = {o["id"]: o for o in gen.load()}
 SERVED = [c for c in gen.cases() if RECORDED.get(c["id"], {}).get("engine", {}).get("served", True)]

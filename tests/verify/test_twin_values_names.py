@@ -31,3 +31,15 @@ def test_hy3_shared_mlp_is_the_blocks_mlp():
 
 def test_a_bias_and_a_non_norm_vector_stay_zero():
     assert not values.logical("model.layers.0.self_attn.attention_sink_bias", "weight", (4,), True).any()
+
+
+def test_step3p5_mtp_head_is_a_head():
+    """Step-3.5 stores each MTP layer's own head as `shared_head.output` (vLLM loads it as
+    shared_head.head): left zero, every draft would propose token 0."""
+    w = values.logical("model.layers.48.shared_head.output", "weight", (16, 8), True)
+    assert w[values.TOKEN, 0] == 1.0 and w[values.DECOY, 1] == 1.0
+
+
+def test_nemotron_h_embeddings_are_the_embedding():
+    w = values.logical("backbone.embeddings", "weight", (16, 8), False)
+    assert w[:, 0].eq(1.0).all() and w.abs().sum() == 16
