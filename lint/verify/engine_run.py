@@ -194,4 +194,63 @@ def serve(
             )
         out = outcome(json.loads(res.read_text()))
         out.timings["child"] = round(time.perf_counter() - started, 2)
-        return out
+        return relay_worker_error(out, log)
+
+
+# At TP > 1 a worker's exception reaches the engine's main process only as `EOFError` (a worker
+# that died starting: multiproc_executor.wait_for_ready) or `RuntimeError: Worker failed with
+# error '...'` (generating); the worker's own exception and where it was raised are in the log.
+_RELAYED = re.compile(r"^Worker failed with error|^$")
+_WORKER_LINE = re.compile(r"^\((Worker\S*) pid=\d+\) \w+ \S+ \S+ \[[^\]]*\] ?(.*)$")
+_FRAME = re.compile(r'^\s*File "(?:.*site-packages/)?(.*?)", line (\d+), in (\S+)')
+_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)): ?(.*)$")
+
+
+def relay_worker_error(out: Outcome, log: str) -> Outcome:
+    """The outcome with a worker's relayed error replaced by the worker's own exception."""
+    for key in ("error", "run_error"):
+        err = getattr(out, key)
+        if not err or "multiproc_executor" not in str((err.get("where") or {}).get("file")):
+            continue
+        if not _RELAYED.search(str(err.get("message") or "")):
+            continue
+        own = worker_exception(log)
+        if own is not None:
+            setattr(out, key, {**own, "relayed_as": err.get("type")})
+    return out
+
+
+def worker_exception(log: str) -> dict[str, Any] | None:
+    """The first exception a TP worker logged: type, message (its continuation lines too), the
+    innermost frame; None where no worker logged a traceback."""
+    where: dict[str, Any] | None = None
+    found: dict[str, Any] | None = None
+    in_trace = False
+    for line in log.splitlines():
+        m = _WORKER_LINE.match(line)
+        if m is None:
+            continue
+        text = m.group(2)
+        if found is not None:
+            if not text.strip() or text.startswith(("Traceback", " ", "WorkerProc")):
+                return found
+            found["message"] += "\n" + text
+            continue
+        if text.startswith("Traceback (most recent call last)"):
+            in_trace, where = True, None
+            continue
+        if not in_trace:
+            continue
+        frame = _FRAME.match(text)
+        if frame is not None:
+            where = {"file": frame.group(1), "line": int(frame.group(2)), "function": frame.group(3)}
+            continue
+        exc = _EXCEPTION.match(text)
+        if exc is not None:
+            found = {
+                "type": exc.group(1).rsplit(".", 1)[-1],
+                "message": exc.group(2),
+                "where": where,
+                "worker": m.group(1),
+            }
+    return found

