@@ -295,7 +295,6 @@ def pair_cases() -> list[tuple[str, object]]:
 
 
 def one_pair(name: str, make, a) -> str:
-    from mtplint.core.errors import BadInput
     from mtplint.twin.build import build, draft_reads_layers
     from mtplint.twin.shrink import Follow
 
@@ -310,17 +309,8 @@ def one_pair(name: str, make, a) -> str:
         if a.probe:
             print(f"       probe: {probe_pair(t.path, d.path, target, draft)}", flush=True)
         return "ok"
-    except BadInput as exc:
-        print(f"FAIL   {name}: exit 2: {exc}", flush=True)
-        return "fail"
     except Exception as exc:
-        if type(exc).__name__ in ("TwinLimit", "Unsupported"):
-            print(f"limit  {name}: {exc}", flush=True)
-            return "limit"
-        print(f"FAIL   {name}: {type(exc).__name__}: {exc}", flush=True)
-        if a.v:
-            traceback.print_exc()
-        return "fail"
+        return _failed(name, exc, a.v)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -354,7 +344,6 @@ def probe_pair(target: Path, draft: Path, src_target: Path, src_draft: Path) -> 
 
 
 def one(name: str, make, a) -> str:
-    from mtplint.core.errors import BadInput
     from mtplint.twin.build import build
 
     tmp = Path(tempfile.mkdtemp(prefix="twin-sweep-"))
@@ -372,19 +361,26 @@ def one(name: str, make, a) -> str:
         if a.probe:
             print(f"       probe: {probe_twin(t.path)}", flush=True)
         return "ok"
-    except BadInput as exc:
-        print(f"FAIL   {name}: exit 2: {exc}", flush=True)
-        return "fail"
     except Exception as exc:
-        if type(exc).__name__ in ("TwinLimit", "Unsupported"):
-            print(f"limit  {name}: {exc}", flush=True)
-            return "limit"
-        print(f"FAIL   {name}: {type(exc).__name__}: {exc}", flush=True)
-        if a.v:
-            traceback.print_exc()
-        return "fail"
+        return _failed(name, exc, a.v)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _failed(name: str, exc: Exception, verbose: bool) -> str:
+    """'limit' for a named twin limit, else 'fail' (a bad-input exit 2 is the twin's failure too)."""
+    from mtplint.core.errors import BadInput
+
+    if isinstance(exc, BadInput):
+        print(f"FAIL   {name}: exit 2: {exc}", flush=True)
+        return "fail"
+    if type(exc).__name__ in ("TwinLimit", "Unsupported"):
+        print(f"limit  {name}: {exc}", flush=True)
+        return "limit"
+    print(f"FAIL   {name}: {type(exc).__name__}: {exc}", flush=True)
+    if verbose:
+        traceback.print_exc()
+    return "fail"
 
 
 def main() -> int:
