@@ -11,6 +11,7 @@ import click
 
 from ..core.errors import EXIT_FINDINGS
 from ..core.exit_guard import guarded
+from ..core.textsafe import json_safe, terminal_safe_lines
 
 
 @click.command("verify")
@@ -93,10 +94,11 @@ def verify_cmd(
             keep_twin=keep_twin,
             say=say,
         )
+        # The engine's messages quote names read from the checkpoint (tensor names, config values).
         if fmt == "json":
-            click.echo(json.dumps(v.to_dict(), indent=2))
+            click.echo(json_safe(json.dumps(v.to_dict(), indent=2)))
         else:
-            click.echo(render_text(v), nl=False)
+            click.echo(terminal_safe_lines(render_text(v)), nl=False)
         if v.agree is False:
             return EXIT_FINDINGS
         return int(v.lint.get("summary", {}).get("error", 0) > 0)
